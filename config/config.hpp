@@ -1,0 +1,183 @@
+// The validated, immutable configuration of a rategate process (SPEC §2).
+// Loaded once by load_config(); everything downstream reads these plain structs.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rategate::config {
+
+using millis = std::chrono::milliseconds;
+using micros = std::chrono::microseconds;
+
+/// A "host:port" pair as written in the config. `host` keeps IPv6 without brackets.
+struct host_port {
+    std::string host;
+    std::uint16_t port = 0;
+    std::string to_string() const;
+};
+
+/// SPEC §2 `limits`: per-connection protection of the listener.
+struct limits_config {
+    std::size_t max_header_bytes = 16384;              ///< whole header block, bytes
+    std::uint64_t max_body_bytes = 10ull * 1024 * 1024;  ///< request body, bytes
+    millis header_timeout{10'000};                     ///< deadline for one header block
+    millis idle_timeout{60'000};                       ///< keep-alive wait between requests
+    std::size_t max_connections = 10000;               ///< open client connections, whole process
+};
+
+/// SPEC §2 `redis`: where the shared limiter state lives.
+struct redis_config {
+    std::string url = "redis://127.0.0.1:6379/0";
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 6379;
+    std::string password;  ///< empty: no AUTH
+    int db = 0;
+    int connections_per_thread = 1;
+    millis command_timeout{50};
+    std::string key_prefix = "rategate:";
+    enum class clock_source { redis, gateway } clock = clock_source::redis;
+};
+
+/// A CIDR block such as 10.0.0.0/8 or ::1/128; `bytes` is 4 or 16 bytes long.
+struct cidr {
+    std::string text;
+    std::vector<std::uint8_t> bytes;
+    int prefix = 0;
+};
+
+struct identity_config {
+    std::string user_header = "X-User-Id";
+    std::vector<cidr> trusted_proxies;
+};
+
+/// SPEC §2 `upstreams.NAME`: a pool of interchangeable targets.
+struct upstream_config {
+    std::string name;
+    std::vector<host_port> targets;
+    millis connect_timeout{1'000};
+    millis response_timeout{30'000};
+    std::size_t max_idle_per_target = 64;
+};
+
+enum class algorithm {
+    fixed_window,
+    sliding_window_log,
+    sliding_window_counter,
+    leaky_bucket,
+    token_bucket,
+    gcra,
+    smooth_bursty,
+    smooth_warming_up
+};
+const char* to_string(algorithm a);
+
+enum class scope_kind { global, route, user, ip, header };
+
+/// One rule of a limiter. Which fields are meaningful depends on the algorithm
+/// (SPEC §2 table); the loader rejects fields an algorithm does not use.
+struct rule_config {
+    std::int64_t limit = 0;           ///< permits per window (window algorithms)
+    micros window{0};                 ///< window width
+    int buckets = 10;                 ///< sliding_window_counter sub-windows
+    double rate = 0;                  ///< permits per `period` (per second for smooth_*)
+    micros period{1'000'000};         ///< refill period
+    double burst = 0;                 ///< token_bucket / gcra burst, permits
+    double capacity = 0;              ///< leaky_bucket capacity, permits
+    double max_burst_seconds = 1.0;   ///< smooth_bursty
+    micros idle_ttl{60'000'000};      ///< smooth_bursty
+    micros warmup_period{0};          ///< smooth_warming_up
+    double cold_factor = 3.0;         ///< smooth_warming_up
+};
+
+enum class missing_key_policy { skip, deny, anonymous };
+
+struct limiter_config {
+    std::string name;
+    scope_kind scope = scope_kind::global;
+    std::string scope_header;  ///< for scope "header:NAME"
+    algorithm algo = algorithm::token_bucket;
+    std::vector<rule_config> rules;
+    bool shadow = false;
+    std::optional<micros> delay;
+    missing_key_policy on_missing_key = missing_key_policy::skip;
+    int ipv6_prefix = 128;
+    bool per_route = false;
+};
+
+enum class redis_error_policy { allow, deny, local };
+enum class header_style { ietf, legacy, both, none };
+
+struct route_match {
+    std::optional<std::string> path;         ///< exact path
+    std::optional<std::string> path_prefix;  ///< plain string prefix of the path
+    std::vector<std::string> methods;        ///< empty: any method
+    std::optional<std::string> host;         ///< Host header without port, case-insensitive
+};
+
+struct route_config {
+    std::string name;
+    route_match match;
+    std::string upstream;
+    std::string strip_prefix;
+    std::vector<std::string> limiters;
+    std::int64_t cost = 1;
+    int on_limit_status = 429;
+    std::string on_limit_message = "Too many requests, please retry later";
+    redis_error_policy on_redis_error = redis_error_policy::allow;
+    header_style headers = header_style::ietf;
+};
+
+struct log_config {
+    std::string level = "info";
+    bool access_log = true;
+    enum class format { text, json } access_format = format::text;
+};
+
+/// The whole file, validated. Shared read-only between threads by shared_ptr.
+struct config {
+    std::string source;  ///< file name it came from
+    host_port listen{"0.0.0.0", 8080};
+    int threads = 0;  ///< 0 = one per core
+    std::optional<host_port> admin_listen;
+    limits_config limits;
+    std::optional<redis_config> redis;
+    identity_config identity;
+    std::map<std::string, upstream_config> upstreams;
+    std::map<std::string, limiter_config> limiters;
+    std::vector<route_config> routes;
+    log_config log;
+};
+
+/// One problem found in a config file, located by its JSON path (e.g. `routes[0].match`).
+struct config_error {
+    std::string path;
+    std::string message;
+};
+
+/// Thrown by load_config with every problem of the file, not just the first.
+class config_errors : public std::runtime_error {
+public:
+    config_errors(std::string file, std::vector<config_error> errors);
+    const std::string& file() const { return file_; }
+    const std::vector<config_error>& errors() const { return errors_; }
+
+private:
+    std::string file_;
+    std::vector<config_error> errors_;
+};
+
+/// Parses and validates JSON text (with // comments). `file` names it in errors.
+/// Throws config_errors listing all problems; lines render as `FILE: json.path: message`.
+std::shared_ptr<const config> parse_config(const std::string& text, const std::string& file);
+
+/// Reads `file` and calls parse_config. An unreadable file is a config_errors with path `$`.
+std::shared_ptr<const config> load_config(const std::string& file);
+
+}  // namespace rategate::config

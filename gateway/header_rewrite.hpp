@@ -1,0 +1,35 @@
+// Header rewriting of a reverse proxy (SPEC §3 "Forwarding"), sans-I/O over Beast's
+// field container: hop-by-hop removal (RFC 9110 §7.6.1), X-Forwarded-*, Via, X-Request-Id.
+#pragma once
+
+#include <boost/beast/http/fields.hpp>
+#include <string>
+#include <string_view>
+
+namespace rategate::gateway {
+
+/// Removes the hop-by-hop fields (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+/// Upgrade, Expect and every field named in Connection). Transfer-Encoding and
+/// Content-Length are framing, re-derived by the serializer, and are kept.
+void remove_hop_by_hop(boost::beast::http::fields& f);
+
+/// What the proxy knows about the client side of a request.
+struct client_info {
+    std::string_view peer_ip;  ///< address of the TCP peer, no port
+    std::string_view proto = "http";
+};
+
+/// Rewrites a request's headers for the upstream: hop-by-hop removed, peer appended to
+/// X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host overwritten, Via added, and
+/// X-Request-Id kept or set to `new_request_id`. Returns the request id in force.
+std::string rewrite_request_headers(boost::beast::http::fields& f, const client_info& client,
+                                    std::string_view new_request_id);
+
+/// Rewrites an upstream response's headers for the client: hop-by-hop removed, Via added,
+/// X-Request-Id echoed.
+void rewrite_response_headers(boost::beast::http::fields& f, std::string_view request_id);
+
+/// A fresh random request id: 32 lowercase hex digits (128 bits, per-thread PRNG).
+std::string make_request_id();
+
+}  // namespace rategate::gateway

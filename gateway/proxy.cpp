@@ -1,0 +1,222 @@
+#include "gateway/proxy.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+#include <optional>
+#include <spdlog/spdlog.h>
+
+#include "gateway/error_response.hpp"
+#include "gateway/header_rewrite.hpp"
+#include "gateway/router.hpp"
+#include "gateway/worker.hpp"
+
+namespace rategate::gateway {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using error_code = boost::system::error_code;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
+
+struct relay_result {
+    error_code read;   ///< failure on the side the message came from
+    error_code write;  ///< failure on the side it went to
+    std::uint64_t body_bytes = 0;
+};
+
+// Streams the message held by parser `p` from `in` to `out` through serializer `sr`:
+// header first, then the body one buffer at a time (Beast's relay() shape).
+template <bool is_request>
+net::awaitable<relay_result> relay(beast::tcp_stream& in, beast::flat_buffer& in_buf,
+                                   http::parser<is_request, http::buffer_body>& p, beast::tcp_stream& out,
+                                   http::serializer<is_request, http::buffer_body>& sr, milliseconds read_timeout,
+                                   milliseconds write_timeout, char* buf, std::size_t buf_size) {
+    relay_result r;
+    auto& body = p.get().body();
+    for (;;) {
+        if (!p.is_done()) {
+            body.data = buf;
+            body.size = buf_size;
+            in.expires_after(read_timeout);
+            auto [ec, n] = co_await http::async_read_some(in, in_buf, p, use_nothrow);
+            if (ec == http::error::need_buffer) ec = {};
+            if (ec) {
+                r.read = ec;
+                co_return r;
+            }
+            auto produced = buf_size - body.size;
+            // Nothing to forward yet (e.g. a chunk header): read on rather than emit an empty chunk.
+            if (produced == 0 && !p.is_done()) continue;
+            body.data = produced ? buf : nullptr;
+            body.size = produced;
+            body.more = !p.is_done();
+            r.body_bytes += produced;
+        } else {
+            body.data = nullptr;
+            body.size = 0;
+            body.more = false;
+        }
+        out.expires_after(write_timeout);
+        auto [wec, wn] = co_await http::async_write(out, sr, use_nothrow);
+        if (wec == http::error::need_buffer) wec = {};
+        if (wec) {
+            r.write = wec;
+            co_return r;
+        }
+        if (sr.is_done() || (p.is_done() && !body.more)) co_return r;
+    }
+}
+
+bool is_idempotent(http::verb v) {
+    switch (v) {
+        case http::verb::get:
+        case http::verb::head:
+        case http::verb::options:
+        case http::verb::put:
+        case http::verb::delete_:
+        case http::verb::trace: return true;
+        default: return false;
+    }
+}
+
+bool is_stale_connection_error(const error_code& ec) {
+    return ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
+           ec == net::error::broken_pipe || ec == http::error::partial_message;
+}
+
+// A request body that was neither read nor forwarded leaves the connection mid-message.
+bool can_keep_alive(const request_parser& p) { return p.is_done() && p.get().keep_alive(); }
+
+}  // namespace
+
+net::awaitable<bool> write_error(beast::tcp_stream& client, milliseconds timeout, unsigned status,
+                                 std::string_view code, std::string_view message, bool keep_alive,
+                                 unsigned version) {
+    auto res = make_error_response(status, code, message, keep_alive, version == 10 ? 10 : 11);
+    client.expires_after(timeout);
+    auto [ec, n] = co_await http::async_write(client, res, use_nothrow);
+    co_return !ec;
+}
+
+net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::flat_buffer& client_buffer,
+                                   request_parser& parser, const config::route_config& route,
+                                   std::string_view peer_ip) {
+    auto& req = parser.get();
+    const auto& limits = w.cfg->limits;
+    auto& pool = w.pool(route.upstream);
+    const auto& up_cfg = pool.settings();
+    const unsigned client_version = req.version();
+    bool client_keep_alive = req.keep_alive();
+
+    bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
+    std::string request_id = rewrite_request_headers(req, {peer_ip, "http"}, make_request_id());
+    if (!route.strip_prefix.empty()) req.target(strip_path_prefix(req.target(), route.strip_prefix));
+    req.version(11);
+    req.keep_alive(true);
+
+    const bool has_body = !parser.is_done();
+    const bool idempotent = is_idempotent(req.method());
+    auto fail = [&](unsigned status, std::string_view code, std::string message) -> net::awaitable<bool> {
+        bool keep = client_keep_alive && can_keep_alive(parser) && !w.stopping;
+        bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep, client_version);
+        co_return ok && keep;
+    };
+
+    // Connect: a failed connect is retried once on the next target for idempotent methods;
+    // a pooled connection found dead on first use is replaced by a fresh one.
+    std::unique_ptr<upstream_connection> up;
+    error_code ec;
+    up = co_await pool.acquire(pool.next_target(), ec);
+    if (ec && idempotent) up = co_await pool.acquire(pool.next_target(), ec);
+    if (ec) {
+        if (ec == beast::error::timeout)
+            co_return co_await fail(504, "upstream_timeout", "timed out connecting to upstream \"" + route.upstream + "\"");
+        co_return co_await fail(502, "upstream_unavailable", "cannot connect to upstream \"" + route.upstream + "\"");
+    }
+
+    auto buffer = w.take_buffer();
+    struct buffer_return {
+        worker& w;
+        std::unique_ptr<char[]>& b;
+        ~buffer_return() { w.give_buffer(std::move(b)); }
+    } give_back{w, buffer};
+
+    if (expect_continue && has_body) {
+        static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
+        client.expires_after(limits.idle_timeout);
+        auto [wec, n] = co_await net::async_write(client, net::buffer(continue_line), use_nothrow);
+        if (wec) co_return false;
+    }
+
+    // Send the request (header and streamed body), then read the response header.
+    std::optional<http::response_parser<http::buffer_body>> rp;
+    auto read_response_header = [&]() -> net::awaitable<error_code> {
+        rp.emplace();
+        rp->body_limit(boost::none);
+        if (req.method() == http::verb::head) rp->skip(true);
+        up->stream.expires_after(up_cfg.response_timeout);
+        auto [hec, n] = co_await http::async_read_header(up->stream, up->buffer, *rp, use_nothrow);
+        co_return hec;
+    };
+    for (int attempt = 0;; ++attempt) {
+        http::serializer<true, http::buffer_body> sr{req};
+        auto sent = co_await relay<true>(client, client_buffer, parser, up->stream, sr, limits.idle_timeout,
+                                         up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
+        if (sent.read) {
+            if (sent.read == http::error::body_limit)
+                co_return co_await fail(413, "body_too_large", "request body exceeds max_body_bytes");
+            if (sent.read == beast::error::timeout || sent.read == http::error::end_of_stream ||
+                sent.read == net::error::eof || sent.read == net::error::connection_reset)
+                co_return false;  // the client went away or stalled: nobody to answer
+            co_return co_await fail(400, "bad_request", "malformed request body: " + sent.read.message());
+        }
+        error_code rec = sent.write;
+        if (!rec) rec = co_await read_response_header();
+        // Interim 1xx responses (other than 101) are consumed: we answered Expect ourselves.
+        while (!rec && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101)
+            rec = co_await read_response_header();
+        if (!rec) break;
+        if (attempt == 0 && up->reused && !has_body && idempotent && is_stale_connection_error(rec)) {
+            up = co_await pool.acquire(up->target, ec, /*allow_reuse=*/false);
+            if (!ec) continue;
+            rec = ec;
+        }
+        if (rec == beast::error::timeout)
+            co_return co_await fail(504, "upstream_timeout", "upstream \"" + route.upstream + "\" did not respond in time");
+        co_return co_await fail(502, "upstream_error", "upstream \"" + route.upstream + "\" failed: " + rec.message());
+    }
+
+    // Stream the response back.
+    auto& res = rp->get();
+    const bool upstream_keep_alive = res.keep_alive();
+    rewrite_response_headers(res, request_id);
+    const bool bodyless = req.method() == http::verb::head || res.result_int() == 204 || res.result_int() == 304;
+    if (!bodyless && !res.has_content_length() && !res.chunked()) {
+        // Body delimited by the upstream closing: re-frame as chunked, or close for HTTP/1.0.
+        if (client_version >= 11) res.chunked(true);
+        else client_keep_alive = false;
+    }
+    client_keep_alive = client_keep_alive && !w.stopping;
+    res.version(client_version == 10 ? 10 : 11);
+    res.keep_alive(client_keep_alive);
+    http::serializer<false, http::buffer_body> rs{res};
+    auto got = co_await relay<false>(up->stream, up->buffer, *rp, client, rs, up_cfg.response_timeout,
+                                     limits.idle_timeout, buffer.get(), worker::relay_buffer_size);
+    if (got.read || got.write) {
+        if (got.read) spdlog::warn("upstream {} broke mid-response: {}", route.upstream, got.read.message());
+        co_return false;  // the status line is already out: closing is the only signal left
+    }
+    if (upstream_keep_alive && rp->is_done()) pool.release(std::move(up));
+    co_return client_keep_alive;
+}
+
+}  // namespace rategate::gateway

@@ -1,0 +1,34 @@
+// Forwarding of one request to its route's upstream and of the response back (SPEC §3),
+// in the relay shape of Beast's examples: buffer_body parser and serializer, headers
+// rewritten in between, bodies streamed in 64 KiB pieces in both directions.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <string_view>
+
+#include "config/config.hpp"
+
+namespace rategate::gateway {
+
+class worker;
+
+using request_parser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
+
+/// Proxies the request whose header `parser` holds (its body still unread in `client` /
+/// `client_buffer`) to `route`'s upstream and streams the response to the client.
+/// Error responses (502, 504, 400, 413) are written here. Returns true when the client
+/// connection can carry another request.
+boost::asio::awaitable<bool> proxy_request(worker& w, boost::beast::tcp_stream& client,
+                                           boost::beast::flat_buffer& client_buffer, request_parser& parser,
+                                           const config::route_config& route, std::string_view peer_ip);
+
+/// Writes a JSON error response (SPEC §3) to the client. Returns false if the write failed.
+boost::asio::awaitable<bool> write_error(boost::beast::tcp_stream& client, std::chrono::milliseconds timeout,
+                                         unsigned status, std::string_view code, std::string_view message,
+                                         bool keep_alive, unsigned version = 11);
+
+}  // namespace rategate::gateway

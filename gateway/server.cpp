@@ -1,0 +1,116 @@
+#include "gateway/server.hpp"
+
+#include <sys/socket.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+#include <stdexcept>
+
+#include "gateway/session.hpp"
+#include "gateway/worker.hpp"
+
+namespace rategate::gateway {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+using error_code = boost::system::error_code;
+
+namespace {
+
+constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
+
+tcp::acceptor bind_acceptor(net::io_context& ioc, const config::host_port& address) {
+    tcp::endpoint ep{net::ip::make_address(address.host), address.port};
+    tcp::acceptor a(ioc);
+    a.open(ep.protocol());
+    a.set_option(net::socket_base::reuse_address(true));
+    int one = 1;
+    if (::setsockopt(a.native_handle(), SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+        throw std::runtime_error("cannot set SO_REUSEPORT");
+    error_code ec;
+    a.bind(ep, ec);
+    if (ec) throw std::runtime_error("cannot listen on " + address.to_string() + ": " + ec.message());
+    a.listen(net::socket_base::max_listen_connections);
+    return a;
+}
+
+net::awaitable<void> accept_loop(worker& w) {
+    while (!w.stopping) {
+        auto [ec, socket] = co_await w.acceptor->async_accept(use_nothrow);
+        if (ec) {
+            if (w.stopping || ec == net::error::operation_aborted) break;
+            // Out of file descriptors or similar: back off briefly instead of spinning.
+            spdlog::warn("accept failed: {}", ec.message());
+            net::steady_timer t(w.ioc, std::chrono::milliseconds(20));
+            co_await t.async_wait(use_nothrow);
+            continue;
+        }
+        if (w.open_connections.fetch_add(1, std::memory_order_relaxed) >= w.cfg->limits.max_connections) {
+            w.open_connections.fetch_sub(1, std::memory_order_relaxed);
+            error_code ignored;
+            socket.close(ignored);  // max_connections: refuse rather than queue
+            continue;
+        }
+        error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        net::co_spawn(w.ioc, run_session(w, std::move(socket)), [](std::exception_ptr e) {
+            if (!e) return;
+            try {
+                std::rethrow_exception(e);
+            } catch (const std::exception& ex) {
+                spdlog::error("session ended by exception: {}", ex.what());
+            }
+        });
+    }
+}
+
+}  // namespace
+
+server::server(std::shared_ptr<const config::config> cfg) : cfg_(std::move(cfg)) {
+    int n = cfg_->threads > 0 ? cfg_->threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    for (int i = 0; i < n; ++i) {
+        auto w = std::make_unique<worker>(cfg_, open_connections_);
+        w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
+        workers_.push_back(std::move(w));
+    }
+}
+
+server::~server() {
+    for (auto& w : workers_) w->ioc.stop();
+    for (auto& t : threads_)
+        if (t.joinable()) t.join();
+}
+
+void server::start() {
+    for (auto& w : workers_) {
+        net::co_spawn(w->ioc, accept_loop(*w), net::detached);
+        running_.fetch_add(1);
+        threads_.emplace_back([this, wp = w.get()] {
+            try {
+                wp->ioc.run();
+            } catch (const std::exception& e) {
+                spdlog::critical("event loop failed: {}", e.what());
+            }
+            running_.fetch_sub(1);
+        });
+    }
+}
+
+void server::stop(std::chrono::milliseconds deadline) {
+    for (auto& w : workers_) net::post(w->ioc, [wp = w.get()] { wp->begin_shutdown(); });
+    // Each loop returns by itself once its last session ends; force it at the deadline.
+    auto until = std::chrono::steady_clock::now() + deadline;
+    while (running_.load() > 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (auto& w : workers_) w->ioc.stop();
+    for (auto& t : threads_)
+        if (t.joinable()) t.join();
+    threads_.clear();
+}
+
+}  // namespace rategate::gateway

@@ -1,0 +1,96 @@
+#include "gateway/upstream_pool.hpp"
+
+#include <sys/socket.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cerrno>
+
+namespace rategate::gateway {
+
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
+
+// A pooled connection the upstream has closed (or sent unsolicited bytes on) reads as
+// readable; a healthy idle one would block.
+bool is_alive(tcp::socket& s) {
+    char byte;
+    auto n = ::recv(s.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
+    return false;
+}
+
+}  // namespace
+
+upstream_pool::upstream_pool(net::any_io_executor ex, const config::upstream_config& cfg)
+    : ex_(std::move(ex)), cfg_(cfg) {
+    for (const auto& t : cfg_.targets) targets_.push_back({t, {}, {}});
+}
+
+std::size_t upstream_pool::next_target() {
+    auto t = next_;
+    next_ = (next_ + 1) % targets_.size();
+    return t;
+}
+
+net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(std::size_t target,
+                                                                           boost::system::error_code& ec,
+                                                                           bool allow_reuse) {
+    auto& ts = targets_[target];
+    while (allow_reuse && !ts.idle.empty()) {
+        auto c = std::move(ts.idle.back());
+        ts.idle.pop_back();
+        if (is_alive(c->stream.socket())) {
+            c->reused = true;
+            ec = {};
+            co_return c;
+        }
+    }
+    if (ts.endpoints.empty()) {
+        tcp::resolver resolver(ex_);
+        auto [rec, results] =
+            co_await resolver.async_resolve(ts.address.host, std::to_string(ts.address.port), use_nothrow);
+        if (rec) {
+            ec = rec;
+            co_return nullptr;
+        }
+        for (const auto& r : results) ts.endpoints.push_back(r.endpoint());
+    }
+    auto c = std::make_unique<upstream_connection>(ex_);
+    c->target = target;
+    c->stream.expires_after(cfg_.connect_timeout);
+    auto [cec, endpoint] = co_await c->stream.async_connect(ts.endpoints, use_nothrow);
+    if (cec) {
+        ts.endpoints.clear();  // re-resolve next time: the address may have moved
+        ec = cec;
+        co_return nullptr;
+    }
+    boost::system::error_code ignored;
+    c->stream.socket().set_option(tcp::no_delay(true), ignored);
+    ec = {};
+    co_return c;
+}
+
+void upstream_pool::release(std::unique_ptr<upstream_connection> c) {
+    auto& ts = targets_[c->target];
+    if (ts.idle.size() >= cfg_.max_idle_per_target || c->buffer.size() != 0) return;  // closes it
+    c->stream.expires_never();
+    ts.idle.push_back(std::move(c));
+}
+
+void upstream_pool::close_idle() {
+    for (auto& t : targets_) t.idle.clear();
+}
+
+std::size_t upstream_pool::idle_count() const {
+    std::size_t n = 0;
+    for (const auto& t : targets_) n += t.idle.size();
+    return n;
+}
+
+}  // namespace rategate::gateway

@@ -1,0 +1,62 @@
+// Per-thread keep-alive connection pools of one upstream (SPEC §3): round robin across
+// targets, connect timeout, stale-connection detection. Owned by one event loop: no locks.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <memory>
+#include <vector>
+
+#include "config/config.hpp"
+
+namespace rategate::gateway {
+
+/// One connection to an upstream target with its read buffer.
+struct upstream_connection {
+    explicit upstream_connection(boost::asio::any_io_executor ex) : stream(ex) {}
+    boost::beast::tcp_stream stream;
+    boost::beast::flat_buffer buffer;
+    std::size_t target = 0;
+    bool reused = false;  ///< came from the idle pool (may be stale)
+};
+
+class upstream_pool {
+public:
+    upstream_pool(boost::asio::any_io_executor ex, const config::upstream_config& cfg);
+
+    const config::upstream_config& settings() const { return cfg_; }
+
+    /// The next target index, round robin.
+    std::size_t next_target();
+
+    /// An idle keep-alive connection to `target` if a live one is pooled, else a new one
+    /// (resolve + connect within `connect_timeout`). Errors: resolve/connect failure,
+    /// beast::error::timeout.
+    boost::asio::awaitable<std::unique_ptr<upstream_connection>> acquire(std::size_t target,
+                                                                        boost::system::error_code& ec,
+                                                                        bool allow_reuse = true);
+
+    /// Returns a connection whose last exchange completed cleanly to the idle pool
+    /// (or closes it when the pool is full).
+    void release(std::unique_ptr<upstream_connection> c);
+
+    /// Closes every idle connection.
+    void close_idle();
+
+    std::size_t idle_count() const;
+
+private:
+    struct target_state {
+        config::host_port address;
+        std::vector<boost::asio::ip::tcp::endpoint> endpoints;  ///< resolved once, refreshed on failure
+        std::vector<std::unique_ptr<upstream_connection>> idle;
+    };
+    boost::asio::any_io_executor ex_;
+    config::upstream_config cfg_;
+    std::vector<target_state> targets_;
+    std::size_t next_ = 0;
+};
+
+}  // namespace rategate::gateway

@@ -1,0 +1,33 @@
+#include "gateway/worker.hpp"
+
+namespace rategate::gateway {
+
+worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>& open)
+    : cfg(std::move(c)), routes(*cfg), open_connections(open) {
+    for (const auto& [name, u] : cfg->upstreams)
+        pools_.emplace(name, std::make_unique<upstream_pool>(ioc.get_executor(), u));
+}
+
+std::unique_ptr<char[]> worker::take_buffer() {
+    if (free_buffers_.empty()) return std::make_unique<char[]>(relay_buffer_size);
+    auto b = std::move(free_buffers_.back());
+    free_buffers_.pop_back();
+    return b;
+}
+
+void worker::give_buffer(std::unique_ptr<char[]> b) {
+    if (free_buffers_.size() < 64) free_buffers_.push_back(std::move(b));
+}
+
+void worker::begin_shutdown() {
+    stopping = true;
+    if (acceptor) {
+        boost::system::error_code ignored;
+        acceptor->close(ignored);
+    }
+    for (auto& s : sessions)
+        if (s.idle) s.stream->cancel();
+    for (auto& [name, p] : pools_) p->close_idle();
+}
+
+}  // namespace rategate::gateway

@@ -1,0 +1,58 @@
+// The state of one event loop (one per thread): its io_context, acceptor, route table,
+// upstream pools and live sessions. Nothing here is shared with other threads except the
+// immutable config and the process-wide connection counter.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "config/config.hpp"
+#include "gateway/router.hpp"
+#include "gateway/upstream_pool.hpp"
+
+namespace rategate::gateway {
+
+/// A live client connection, registered so shutdown can close idle keep-alives.
+struct session_slot {
+    boost::beast::tcp_stream* stream = nullptr;
+    bool idle = true;  ///< waiting for the next request (safe to close)
+};
+
+class worker {
+public:
+    /// `open_connections` counts client connections across all workers (max_connections).
+    worker(std::shared_ptr<const config::config> cfg, std::atomic<std::size_t>& open_connections);
+
+    boost::asio::io_context ioc{1};
+    std::shared_ptr<const config::config> cfg;
+    route_table routes;
+    std::atomic<std::size_t>& open_connections;
+    std::optional<boost::asio::ip::tcp::acceptor> acceptor;
+    std::list<session_slot> sessions;
+    bool stopping = false;
+
+    /// The pool of upstream `name` (validated to exist by the config loader).
+    upstream_pool& pool(const std::string& name) { return *pools_.at(name); }
+
+    /// A relay buffer of relay_buffer_size bytes from this thread's free list.
+    std::unique_ptr<char[]> take_buffer();
+    void give_buffer(std::unique_ptr<char[]> b);
+    static constexpr std::size_t relay_buffer_size = 64 * 1024;
+
+    /// Stops accepting, closes idle keep-alive sessions and idle upstream connections; busy
+    /// sessions close after their current response. Runs on this worker's thread.
+    void begin_shutdown();
+
+private:
+    std::map<std::string, std::unique_ptr<upstream_pool>> pools_;
+    std::vector<std::unique_ptr<char[]>> free_buffers_;
+};
+
+}  // namespace rategate::gateway

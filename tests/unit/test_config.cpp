@@ -1,0 +1,185 @@
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "config/config.hpp"
+
+using namespace rategate::config;
+
+namespace {
+
+// Parses `text` and returns the rendered error lines ("" when valid).
+std::string errors_of(const std::string& text) {
+    try {
+        parse_config(text, "f.json");
+        return "";
+    } catch (const config_errors& e) {
+        return e.what();
+    }
+}
+
+const char* minimal_prefix = R"("listen": "127.0.0.1:8080",
+  "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+  "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "u" } ])";
+
+std::string with(const std::string& extra) { return std::string("{") + minimal_prefix + (extra.empty() ? "" : ",") + extra + "}"; }
+
+}  // namespace
+
+TEST_CASE("the SPEC's example config loads with every field") {
+    auto cfg = parse_config(R"({
+      "listen": "0.0.0.0:8080",
+      "threads": 0,                       // 0 = one event loop per core
+      "admin": { "listen": "127.0.0.1:9901" },
+      "limits": { "max_header_bytes": 16384, "max_body_bytes": "10MiB",
+                  "header_timeout": "10s", "idle_timeout": "60s", "max_connections": 10000 },
+      "redis": { "url": "redis://:s3cret@127.0.0.1:6380/2", "connections_per_thread": 1,
+                 "command_timeout": "50ms", "key_prefix": "rategate:", "clock": "redis" },
+      "identity": { "user": { "header": "X-User-Id" },
+                    "client_ip": { "trusted_proxies": ["127.0.0.1/32", "10.0.0.0/8", "::1"] } },
+      "upstreams": { "orders": { "targets": ["127.0.0.1:9001", "localhost:9002"],
+                                 "connect_timeout": "1s", "response_timeout": "30s", "max_idle_per_target": 64 } },
+      "limiters": {
+        "global-protect": { "scope": "global", "algorithm": "token_bucket",
+                            "rules": [{ "rate": 10000, "period": "1s", "burst": 20000 }] },
+        "orders-api": { "scope": "route", "algorithm": "sliding_window_log",
+                        "rules": [{ "limit": 100, "window": "50s" }, { "limit": 10, "window": "20s" }] },
+        "per-user": { "scope": "user", "algorithm": "token_bucket", "per_route": true,
+                      "rules": [{ "rate": 1, "period": "1s", "burst": 10 }], "on_missing_key": "deny" },
+        "per-ip": { "scope": "ip", "algorithm": "fixed_window", "rules": [{ "limit": 5, "window": "2s" }],
+                    "ipv6_prefix": 64, "mode": "shadow", "delay": "500ms" },
+        "by-key": { "scope": "header:X-Api-Key", "algorithm": "smooth_warming_up",
+                    "rules": [{ "rate": 5, "warmup_period": "3s" }] }
+      },
+      "routes": [
+        { "name": "orders", "match": { "path_prefix": "/api/orders", "methods": ["GET", "POST"] },
+          "upstream": "orders", "strip_prefix": "/api",
+          "limiters": ["global-protect", "orders-api", "per-user", "per-ip"], "cost": 1,
+          "on_limit": { "status": 429, "message": "Too many requests, please retry later" },
+          "on_redis_error": "allow", "headers": "both" } ]
+    })",
+                            "spec.json");
+    CHECK(cfg->listen.port == 8080);
+    CHECK(cfg->admin_listen->to_string() == "127.0.0.1:9901");
+    CHECK(cfg->limits.max_body_bytes == 10ull * 1024 * 1024);
+    CHECK(cfg->limits.header_timeout == millis(10'000));
+    REQUIRE(cfg->redis);
+    CHECK(cfg->redis->password == "s3cret");
+    CHECK(cfg->redis->port == 6380);
+    CHECK(cfg->redis->db == 2);
+    CHECK(cfg->identity.trusted_proxies.size() == 3);
+    CHECK(cfg->identity.trusted_proxies[1].prefix == 8);
+    CHECK(cfg->upstreams.at("orders").targets[1].host == "localhost");
+    CHECK(cfg->limiters.at("orders-api").rules[1].window == micros(20'000'000));
+    CHECK(cfg->limiters.at("per-user").per_route);
+    CHECK(cfg->limiters.at("per-user").on_missing_key == missing_key_policy::deny);
+    CHECK(cfg->limiters.at("per-ip").shadow);
+    CHECK(cfg->limiters.at("per-ip").delay == micros(500'000));
+    CHECK(cfg->limiters.at("per-ip").ipv6_prefix == 64);
+    CHECK(cfg->limiters.at("by-key").scope == scope_kind::header);
+    CHECK(cfg->limiters.at("by-key").scope_header == "X-Api-Key");
+    CHECK(cfg->limiters.at("by-key").rules[0].cold_factor == 3.0);
+    CHECK(cfg->routes[0].headers == header_style::both);
+    CHECK(cfg->routes[0].limiters.size() == 4);
+}
+
+TEST_CASE("a minimal config gets the documented defaults") {
+    auto cfg = parse_config(with(""), "m.json");
+    CHECK(cfg->threads == 0);
+    CHECK_FALSE(cfg->redis);
+    CHECK(cfg->limits.max_header_bytes == 16384);
+    CHECK(cfg->limits.idle_timeout == millis(60'000));
+    CHECK(cfg->upstreams.at("u").connect_timeout == millis(1000));
+    CHECK(cfg->routes[0].on_limit_status == 429);
+    CHECK(cfg->routes[0].cost == 1);
+}
+
+TEST_CASE("integer durations are milliseconds") {
+    auto cfg = parse_config(with(R"("limits": { "header_timeout": 2500 })"), "m.json");
+    CHECK(cfg->limits.header_timeout == millis(2500));
+}
+
+TEST_CASE("every error is reported, each with its JSON path") {
+    auto e = errors_of(R"({
+      "listen": "127.0.0.1:99999",
+      "thread": 2,
+      "upstreams": { "u": { "targets": ["127.0.0.1:9001"], "connect_timeout": "fast" } },
+      "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "missing" } ]
+    })");
+    CHECK(e.find("f.json: listen: port must be 1..65535") != std::string::npos);
+    CHECK(e.find("f.json: thread: unknown key \"thread\" (did you mean \"threads\"?)") != std::string::npos);
+    CHECK(e.find("f.json: upstreams.u.connect_timeout: ") != std::string::npos);
+    CHECK(e.find("f.json: routes[0].upstream: no upstream named \"missing\"") != std::string::npos);
+    CHECK(std::count(e.begin(), e.end(), '\n') == 4);
+}
+
+TEST_CASE("wrong types name the expected type") {
+    CHECK(errors_of(with(R"("threads": "two")")) == "f.json: threads: expected an integer, got a string\n");
+    CHECK(errors_of(with(R"("limits": { "max_connections": true })")) ==
+          "f.json: limits.max_connections: expected an integer, got a boolean\n");
+    CHECK(errors_of(with(R"("admin": [])")) == "f.json: admin: expected an object, got an array\n");
+}
+
+TEST_CASE("bad values are refused") {
+    CHECK(errors_of(with(R"("threads": -1)")) == "f.json: threads: must be between 0 and 1024, got -1\n");
+    CHECK(errors_of(with(R"("limits": { "max_body_bytes": "10 potatoes" })")).find("limits.max_body_bytes") !=
+          std::string::npos);
+    CHECK(errors_of(with(R"("limits": { "idle_timeout": "0s" })")) ==
+          "f.json: limits.idle_timeout: duration must be greater than zero\n");
+    CHECK(errors_of(with(R"("redis": { "url": "http://x" })")).find("redis.url: expected redis://") !=
+          std::string::npos);
+    CHECK(errors_of(with(R"("redis": { "url": "redis://h:1/0", "clock": "wall" })")) ==
+          "f.json: redis.clock: unknown value \"wall\" (expected one of \"redis\", \"gateway\")\n");
+    CHECK(errors_of(with(R"("identity": { "client_ip": { "trusted_proxies": ["10.0.0.0/33"] } })")) ==
+          "f.json: identity.client_ip.trusted_proxies[0]: \"10.0.0.0/33\" is not a CIDR block such as 10.0.0.0/8\n");
+    CHECK(errors_of(with(R"("listen2": 1)")).find("unknown key \"listen2\"") != std::string::npos);
+}
+
+TEST_CASE("limiter fields are validated per algorithm") {
+    auto lim = [](const std::string& body) {
+        return errors_of(with(R"("limiters": { "l": )" + body + "}"));
+    };
+    CHECK(lim(R"({ "scope": "global", "algorithm": "token_bucket", "rules": [{ "rate": 0 }] })") ==
+          "f.json: limiters.l.rules[0].rate: must be > 0, got 0\n");
+    CHECK(lim(R"({ "scope": "global", "algorithm": "fixed_window", "rules": [{ "limit": 5 }] })") ==
+          "f.json: limiters.l.rules[0].window: is required\n");
+    CHECK(lim(R"({ "scope": "global", "algorithm": "fixed_window", "rules": [{ "limit": 5, "window": "1s", "burst": 3 }] })") ==
+          "f.json: limiters.l.rules[0].burst: unknown key \"burst\"\n");
+    CHECK(lim(R"({ "scope": "planet", "algorithm": "gcra", "rules": [{ "rate": 1 }] })").find("limiters.l.scope: unknown scope") !=
+          std::string::npos);
+    CHECK(lim(R"({ "scope": "global", "algorithm": "magic", "rules": [] })").find("limiters.l.algorithm: unknown value \"magic\"") !=
+          std::string::npos);
+    CHECK(lim(R"({ "scope": "global", "algorithm": "gcra", "rules": [] })") ==
+          "f.json: limiters.l.rules: expected a non-empty array of rules\n");
+    CHECK(lim(R"({ "scope": "user", "algorithm": "gcra", "rules": [{ "rate": 1 }], "ipv6_prefix": 64 })") ==
+          "f.json: limiters.l.ipv6_prefix: only applies to scope \"ip\"\n");
+    CHECK(lim(R"({ "scope": "global", "algorithm": "gcra", "rules": [{ "rate": 1 }], "mode": "dry" })").find("limiters.l.mode") !=
+          std::string::npos);
+    CHECK(lim(R"({ "scope": "global", "algorithm": "sliding_window_counter", "rules": [{ "limit": 1, "window": "1s", "buckets": 7 }] })")
+              .find("limiters.l.rules[0].buckets: window must divide") != std::string::npos);
+}
+
+TEST_CASE("route references and matches are checked") {
+    auto e = errors_of(R"({
+      "listen": "127.0.0.1:8080",
+      "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+      "routes": [
+        { "name": "a", "match": { "path_prefix": "api" }, "upstream": "u", "limiters": ["nope"] },
+        { "name": "a", "match": { "methods": ["GET"] }, "upstream": "u", "on_limit": { "status": 200 } } ]
+    })");
+    CHECK(e.find("f.json: routes[0].match.path_prefix: must start with \"/\"") != std::string::npos);
+    CHECK(e.find("f.json: routes[0].limiters[0]: no limiter named \"nope\"") != std::string::npos);
+    CHECK(e.find("f.json: routes[1].match: needs \"path\" or \"path_prefix\"") != std::string::npos);
+    CHECK(e.find("f.json: routes[1].on_limit.status: must be between 400 and 599, got 200") != std::string::npos);
+    CHECK(e.find("f.json: routes[1].name: duplicate route name \"a\"") != std::string::npos);
+}
+
+TEST_CASE("invalid JSON names the line") {
+    auto e = errors_of("{\n  \"listen\": \"127.0.0.1:8080\",\n  oops\n}");
+    CHECK(e.find("f.json: $: invalid JSON at line 3") != std::string::npos);
+}
+
+TEST_CASE("missing required sections are reported together") {
+    auto e = errors_of("{}");
+    CHECK(e == "f.json: listen: is required\nf.json: upstreams: is required\nf.json: routes: is required\n");
+}

@@ -1,0 +1,80 @@
+#include <doctest/doctest.h>
+
+#include "gateway/header_rewrite.hpp"
+
+namespace http = boost::beast::http;
+using namespace rategate::gateway;
+
+TEST_CASE("hop-by-hop fields and those named in Connection are removed") {
+    http::fields f;
+    f.set(http::field::connection, "keep-alive, X-Secret, Upgrade");
+    f.set(http::field::keep_alive, "timeout=5");
+    f.set("X-Secret", "s");
+    f.set(http::field::upgrade, "websocket");
+    f.set(http::field::te, "trailers");
+    f.set(http::field::proxy_connection, "keep-alive");
+    f.set(http::field::trailer, "X-T");
+    f.set("X-Keep", "k");
+    f.set(http::field::content_length, "5");
+    remove_hop_by_hop(f);
+    CHECK(f.find(http::field::connection) == f.end());
+    CHECK(f.find(http::field::keep_alive) == f.end());
+    CHECK(f.find("X-Secret") == f.end());
+    CHECK(f.find(http::field::upgrade) == f.end());
+    CHECK(f.find(http::field::te) == f.end());
+    CHECK(f.find(http::field::proxy_connection) == f.end());
+    CHECK(f.find(http::field::trailer) == f.end());
+    CHECK(f["X-Keep"] == "k");
+    CHECK(f[http::field::content_length] == "5");
+}
+
+TEST_CASE("Connection cannot be used to strip framing fields") {
+    http::fields f;
+    f.set(http::field::connection, "Content-Length, Host");
+    f.set(http::field::content_length, "5");
+    f.set(http::field::host, "h");
+    remove_hop_by_hop(f);
+    CHECK(f[http::field::content_length] == "5");
+    CHECK(f[http::field::host] == "h");
+}
+
+TEST_CASE("request rewrite appends X-Forwarded-For and sets proto, host, Via, request id") {
+    http::fields f;
+    f.set(http::field::host, "api.example.com");
+    f.set("X-Forwarded-For", "203.0.113.7");
+    f.set("X-Forwarded-Proto", "https");
+    f.set(http::field::via, "1.0 edge");
+    auto id = rewrite_request_headers(f, {"10.0.0.1", "http"}, "abc");
+    CHECK(f["X-Forwarded-For"] == "203.0.113.7, 10.0.0.1");
+    CHECK(f["X-Forwarded-Proto"] == "http");
+    CHECK(f["X-Forwarded-Host"] == "api.example.com");
+    CHECK(f[http::field::via] == "1.0 edge, 1.1 rategate");
+    CHECK(id == "abc");
+    CHECK(f["X-Request-Id"] == "abc");
+}
+
+TEST_CASE("an incoming X-Request-Id is passed on") {
+    http::fields f;
+    f.set("X-Request-Id", "client-id-1");
+    auto id = rewrite_request_headers(f, {"10.0.0.1", "http"}, "generated");
+    CHECK(id == "client-id-1");
+    CHECK(f["X-Request-Id"] == "client-id-1");
+    CHECK(f["X-Forwarded-For"] == "10.0.0.1");
+}
+
+TEST_CASE("response rewrite strips hop-by-hop and adds Via and the request id") {
+    http::fields f;
+    f.set(http::field::connection, "close, X-Internal");
+    f.set("X-Internal", "1");
+    rewrite_response_headers(f, "rid");
+    CHECK(f.find("X-Internal") == f.end());
+    CHECK(f[http::field::via] == "1.1 rategate");
+    CHECK(f["X-Request-Id"] == "rid");
+}
+
+TEST_CASE("request ids are 32 hex digits and differ") {
+    auto a = make_request_id(), b = make_request_id();
+    CHECK(a.size() == 32);
+    CHECK(a != b);
+    CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
+}
