@@ -125,7 +125,7 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::
 
     const bool has_body = !parser.is_done();
     const bool idempotent = is_idempotent(req.method());
-    auto fail = [&](unsigned status, std::string_view code, std::string message) -> net::awaitable<bool> {
+    auto fail = [&](unsigned status, std::string_view code, std::string_view message) -> net::awaitable<bool> {
         bool keep = client_keep_alive && can_keep_alive(parser) && !w.stopping;
         bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep, client_version);
         co_return ok && keep;
@@ -138,9 +138,10 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::
     up = co_await pool.acquire(pool.next_target(), ec);
     if (ec && idempotent) up = co_await pool.acquire(pool.next_target(), ec);
     if (ec) {
-        if (ec == beast::error::timeout)
-            co_return co_await fail(504, "upstream_timeout", "timed out connecting to upstream \"" + route.upstream + "\"");
-        co_return co_await fail(502, "upstream_unavailable", "cannot connect to upstream \"" + route.upstream + "\"");
+        bool timed_out = ec == beast::error::timeout;
+        std::string message = (timed_out ? "timed out connecting to upstream \"" : "cannot connect to upstream \"") +
+                              route.upstream + "\"";
+        co_return co_await fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_unavailable", message);
     }
 
     auto buffer = w.take_buffer();
@@ -177,7 +178,8 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::
             if (sent.read == beast::error::timeout || sent.read == http::error::end_of_stream ||
                 sent.read == net::error::eof || sent.read == net::error::connection_reset)
                 co_return false;  // the client went away or stalled: nobody to answer
-            co_return co_await fail(400, "bad_request", "malformed request body: " + sent.read.message());
+            std::string message = "malformed request body: " + sent.read.message();
+            co_return co_await fail(400, "bad_request", message);
         }
         error_code rec = sent.write;
         if (!rec) rec = co_await read_response_header();
@@ -190,9 +192,10 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::
             if (!ec) continue;
             rec = ec;
         }
-        if (rec == beast::error::timeout)
-            co_return co_await fail(504, "upstream_timeout", "upstream \"" + route.upstream + "\" did not respond in time");
-        co_return co_await fail(502, "upstream_error", "upstream \"" + route.upstream + "\" failed: " + rec.message());
+        bool timed_out = rec == beast::error::timeout;
+        std::string message = "upstream \"" + route.upstream + "\" " +
+                              (timed_out ? std::string("did not respond in time") : "failed: " + rec.message());
+        co_return co_await fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_error", message);
     }
 
     // Stream the response back.

@@ -145,8 +145,10 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
             break;
         }
         if (ec || !parser.is_header_done()) {
-            co_await write_error(client, limits.idle_timeout, 400, "bad_request",
-                                 "malformed request: " + (ec ? ec.message() : std::string("incomplete header")), false);
+            // Named first: g++ 12 mis-destroys temporaries of a ?: inside a co_await expression.
+            std::string message = "malformed request: ";
+            message += ec ? ec.message() : "incomplete header";
+            co_await write_error(client, limits.idle_timeout, 400, "bad_request", message, false);
             break;
         }
         buf.consume(used);

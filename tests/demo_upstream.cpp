@@ -5,11 +5,13 @@
 //   /status/N               status N with a small JSON body
 //   /headers?set=K:V        echo, with response header K: V added (repeatable)
 //   /eof?n=N                N bytes delimited by closing the connection (no Content-Length)
+// Every echo carries "upstream" (the --name) and "connection" (a per-process connection number).
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/program_options.hpp>
 #include <boost/url/parse.hpp>
+#include <atomic>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -24,6 +26,7 @@ constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 namespace {
 
 std::string name_of_instance;
+std::atomic<std::uint64_t> connection_counter{0};
 
 struct request_info {
     http::request<http::empty_body> header;
@@ -56,7 +59,7 @@ net::awaitable<bool> read_request(beast::tcp_stream& s, beast::flat_buffer& buf,
     co_return true;
 }
 
-nlohmann::json echo_json(const request_info& r) {
+nlohmann::json echo_json(const request_info& r, std::uint64_t connection) {
     nlohmann::json headers = nlohmann::json::object();
     for (const auto& f : r.header) {
         std::string name(f.name_string());
@@ -72,7 +75,8 @@ nlohmann::json echo_json(const request_info& r) {
             {"headers", headers},
             {"body", r.body},
             {"body_bytes", r.body_bytes},
-            {"upstream", name_of_instance}};
+            {"upstream", name_of_instance},
+            {"connection", connection}};
 }
 
 std::string param(const boost::urls::url_view& u, std::string_view key, std::string fallback = "") {
@@ -108,6 +112,7 @@ net::awaitable<bool> send_bytes(beast::tcp_stream& s, bool keep_alive, unsigned 
 net::awaitable<void> session(tcp::socket socket) {
     beast::tcp_stream s(std::move(socket));
     beast::flat_buffer buf;
+    const auto connection = ++connection_counter;
     for (;;) {
         request_info r;
         if (!co_await read_request(s, buf, r)) break;
@@ -136,7 +141,7 @@ net::awaitable<void> session(tcp::socket socket) {
                     auto colon = p.value.find(':');
                     if (colon != std::string::npos) res.insert(p.value.substr(0, colon), p.value.substr(colon + 1));
                 }
-        res.body() = echo_json(r).dump();
+        if (status != 204 && status != 304 && status >= 200) res.body() = echo_json(r, connection).dump();
         res.keep_alive(keep);
         res.prepare_payload();
         s.expires_after(std::chrono::seconds(60));

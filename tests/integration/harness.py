@@ -1,0 +1,294 @@
+"""Shared fixtures of the integration tests: free ports, processes (gateway, demo upstream,
+redis-server) started on loopback and torn down, raw-socket HTTP helpers. Standard library only.
+
+Every process's stderr goes to a log file; a sanitizer report in a gateway log fails the test.
+"""
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+BUILD_DIR = os.environ.get("RATEGATE_BUILD_DIR", os.path.join(os.path.dirname(__file__), "..", "..", "build"))
+SANITIZED = os.environ.get("RATEGATE_SANITIZE") == "1"
+SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:", "UndefinedBehaviorSanitizer")
+
+
+def binary(name):
+    for sub in ("gateway", "tests", "."):
+        path = os.path.join(BUILD_DIR, sub, name)
+        if os.path.exists(path):
+            return path
+    raise FileNotFoundError(name + " not built in " + BUILD_DIR)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, timeout=10.0, proc=None):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError("process exited with %s before listening on %d" % (proc.returncode, port))
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.02)
+    raise TimeoutError("nothing listening on port %d" % port)
+
+
+def rss_kib(pid, field="VmRSS"):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+class Process:
+    """A child process with its stderr/stdout in a log file."""
+
+    def __init__(self, args, name, env=None):
+        self.name = name
+        self.log = tempfile.NamedTemporaryFile(prefix=name + "-", suffix=".log", delete=False)
+        full_env = dict(os.environ)
+        full_env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:halt_on_error=1")
+        full_env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        if env:
+            full_env.update(env)
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT, env=full_env)
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def output(self):
+        with open(self.log.name, errors="replace") as f:
+            return f.read()
+
+    def stop(self, sig=signal.SIGTERM, timeout=15.0):
+        self.signalled = self.proc.poll() is None
+        if self.signalled:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise AssertionError("%s did not exit within %.0fs of signal %d" % (self.name, timeout, sig))
+        return self.proc.returncode
+
+
+class Upstream(Process):
+    def __init__(self, name="up"):
+        self.port = free_port()
+        super().__init__([binary("demo_upstream"), "--listen", "127.0.0.1:%d" % self.port, "--name", name],
+                         "upstream-" + name)
+        wait_port(self.port, proc=self.proc)
+
+
+class Gateway(Process):
+    """rategate on a free port with `config` (a dict; "listen" is filled in)."""
+
+    def __init__(self, config, wait=True):
+        self.port = free_port()
+        config = dict(config)
+        config.setdefault("listen", "127.0.0.1:%d" % self.port)
+        config.setdefault("threads", 1)
+        self.config_file = tempfile.NamedTemporaryFile("w", prefix="rategate-", suffix=".json", delete=False)
+        json.dump(config, self.config_file)
+        self.config_file.close()
+        super().__init__([binary("rategate"), "--config", self.config_file.name, "--log-level", "warn"], "rategate")
+        if wait:
+            wait_port(self.port, proc=self.proc)
+
+    def assert_clean(self, test):
+        out = self.output()
+        for marker in SANITIZER_MARKERS:
+            test.assertNotIn(marker, out, "sanitizer finding in gateway log:\n" + out[-6000:])
+
+
+def proxy_config(upstream_ports, **route):
+    r = {"name": "api", "match": {"path_prefix": "/api"}, "upstream": "demo", "strip_prefix": "/api"}
+    r.update(route)
+    return {
+        "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % p for p in upstream_ports]}},
+        "routes": [r],
+    }
+
+
+# --- raw HTTP over sockets -------------------------------------------------------------
+
+class Response:
+    def __init__(self, status, reason, headers, body):
+        self.status, self.reason, self.headers, self.body = status, reason, headers, body
+
+    def header(self, name, default=None):
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return default
+
+    def header_all(self, name):
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+    def json(self):
+        return json.loads(self.body)
+
+
+class Conn:
+    """One client connection that sends raw bytes and parses responses strictly."""
+
+    def __init__(self, port, timeout=10.0):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+
+    def close(self):
+        self.sock.close()
+
+    def send(self, data):
+        self.sock.sendall(data if isinstance(data, bytes) else data.encode())
+
+    def _fill(self):
+        chunk = self.sock.recv(1 << 20)
+        if not chunk:
+            raise EOFError("connection closed by peer")
+        self.buf += chunk
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def _exact(self, n, sink=None):
+        """Reads n bytes; with a sink (callable) streams them there instead of returning them."""
+        out = []
+        while n > 0:
+            if not self.buf:
+                self._fill()
+            take = self.buf[:n]
+            self.buf = self.buf[n:]
+            n -= len(take)
+            if sink:
+                sink(take)
+            else:
+                out.append(take)
+        return b"".join(out)
+
+    def read_response(self, head=False, sink=None):
+        status_line = self._line().decode()
+        version, status, reason = (status_line.split(" ", 2) + [""])[:3]
+        headers = []
+        while True:
+            line = self._line()
+            if not line:
+                break
+            k, v = line.decode().split(":", 1)
+            headers.append((k.strip(), v.strip()))
+        resp = Response(int(status), reason, headers, b"")
+        if head or resp.status in (204, 304) or 100 <= resp.status < 200:
+            return resp
+        te = resp.header("Transfer-Encoding")
+        cl = resp.header("Content-Length")
+        if te and "chunked" in te.lower():
+            parts = []
+            while True:
+                size = int(self._line().split(b";")[0], 16)
+                if size == 0:
+                    while self._line():
+                        pass
+                    break
+                parts.append(self._exact(size, sink))
+                self._line()
+            resp.body = b"".join(parts)
+        elif cl is not None:
+            resp.body = self._exact(int(cl), sink)
+        else:
+            while True:
+                try:
+                    self._fill()
+                except EOFError:
+                    break
+            resp.body, self.buf = self.buf, b""
+        return resp
+
+    def request(self, method, path, headers=None, body=b"", head=False):
+        headers = dict(headers or {})
+        headers.setdefault("Host", "test.local")
+        if body and "Content-Length" not in headers and "Transfer-Encoding" not in headers:
+            headers["Content-Length"] = str(len(body))
+        head_text = "%s %s HTTP/1.1\r\n" % (method, path) + "".join("%s: %s\r\n" % kv for kv in headers.items()) + "\r\n"
+        self.send(head_text.encode() + (body if isinstance(body, bytes) else body.encode()))
+        return self.read_response(head=head or method == "HEAD")
+
+    def closed_by_peer(self, timeout=5.0):
+        """True when the peer closes the connection (EOF or reset) within `timeout`."""
+        self.sock.settimeout(timeout)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except socket.timeout:
+            return False
+
+
+def get(port, path, headers=None, method="GET", body=b""):
+    c = Conn(port)
+    try:
+        return c.request(method, path, headers, body)
+    finally:
+        c.close()
+
+
+class GatewayTest(unittest.TestCase):
+    """Base class: tracks processes, checks gateway logs for sanitizer findings, caps wall time."""
+
+    wall_clock_cap = 120
+
+    def setUp(self):
+        self._procs = []
+        signal.signal(signal.SIGALRM, self._timeout)
+        signal.alarm(self.wall_clock_cap * (3 if SANITIZED else 1))
+
+    def _timeout(self, *args):
+        raise TimeoutError("test exceeded its wall-clock cap")
+
+    def track(self, proc):
+        self._procs.append(proc)
+        return proc
+
+    def upstream(self, name="up"):
+        return self.track(Upstream(name))
+
+    def gateway(self, config, wait=True):
+        return self.track(Gateway(config, wait))
+
+    def tearDown(self):
+        signal.alarm(0)
+        problems = []
+        for p in reversed(self._procs):
+            try:
+                code = p.stop()
+                if isinstance(p, Gateway) and p.signalled and code != 0:
+                    problems.append("gateway exited with %s:\n%s" % (code, p.output()[-4000:]))
+            except AssertionError as e:
+                problems.append(str(e))
+            if isinstance(p, Gateway):
+                out = p.output()
+                for marker in SANITIZER_MARKERS:
+                    if marker in out:
+                        problems.append("sanitizer finding in gateway log:\n" + out[-6000:])
+                        break
+        if problems:
+            self.fail("\n".join(problems))
