@@ -25,14 +25,22 @@ std::string host_port::to_string() const {
 
 const char* to_string(algorithm a) {
     switch (a) {
-        case algorithm::fixed_window: return "fixed_window";
-        case algorithm::sliding_window_log: return "sliding_window_log";
-        case algorithm::sliding_window_counter: return "sliding_window_counter";
-        case algorithm::leaky_bucket: return "leaky_bucket";
-        case algorithm::token_bucket: return "token_bucket";
-        case algorithm::gcra: return "gcra";
-        case algorithm::smooth_bursty: return "smooth_bursty";
-        case algorithm::smooth_warming_up: return "smooth_warming_up";
+        case algorithm::fixed_window:
+            return "fixed_window";
+        case algorithm::sliding_window_log:
+            return "sliding_window_log";
+        case algorithm::sliding_window_counter:
+            return "sliding_window_counter";
+        case algorithm::leaky_bucket:
+            return "leaky_bucket";
+        case algorithm::token_bucket:
+            return "token_bucket";
+        case algorithm::gcra:
+            return "gcra";
+        case algorithm::smooth_bursty:
+            return "smooth_bursty";
+        case algorithm::smooth_warming_up:
+            return "smooth_warming_up";
     }
     return "?";
 }
@@ -41,14 +49,17 @@ namespace {
 
 std::string render(const std::string& file, const std::vector<config_error>& errors) {
     std::string out;
-    for (const auto& e : errors) out += file + ": " + e.path + ": " + e.message + "\n";
+    for (const auto& e : errors)
+        out += file + ": " + e.path + ": " + e.message + "\n";
     return out;
 }
 
 }  // namespace
 
 config_errors::config_errors(std::string file, std::vector<config_error> errors)
-    : std::runtime_error(render(file, errors)), file_(std::move(file)), errors_(std::move(errors)) {}
+    : std::runtime_error(render(file, errors)),
+      file_(std::move(file)),
+      errors_(std::move(errors)) {}
 
 namespace {
 
@@ -61,21 +72,30 @@ std::string element(const std::string& base, std::size_t i) {
 
 const char* type_name(const json& j) {
     switch (j.type()) {
-        case json::value_t::null: return "null";
-        case json::value_t::object: return "an object";
-        case json::value_t::array: return "an array";
-        case json::value_t::string: return "a string";
-        case json::value_t::boolean: return "a boolean";
+        case json::value_t::null:
+            return "null";
+        case json::value_t::object:
+            return "an object";
+        case json::value_t::array:
+            return "an array";
+        case json::value_t::string:
+            return "a string";
+        case json::value_t::boolean:
+            return "a boolean";
         case json::value_t::number_integer:
-        case json::value_t::number_unsigned: return "an integer";
-        case json::value_t::number_float: return "a number";
-        default: return "a value";
+        case json::value_t::number_unsigned:
+            return "an integer";
+        case json::value_t::number_float:
+            return "a number";
+        default:
+            return "a value";
     }
 }
 
 std::size_t edit_distance(const std::string& a, const std::string& b) {
     std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t j = 0; j <= b.size(); ++j)
+        row[j] = j;
     for (std::size_t i = 1; i <= a.size(); ++i) {
         std::size_t prev = row[0];
         row[0] = i;
@@ -90,7 +110,7 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 /// Collects errors while walking the document.
 class checker {
-public:
+  public:
     std::vector<config_error> errors;
     void fail(const std::string& path, std::string message) {
         errors.push_back({path.empty() ? "$" : path, std::move(message)});
@@ -100,7 +120,7 @@ public:
 /// A view of one JSON object that remembers which keys were asked for, so that the
 /// rest can be reported as unknown (typos must not pass silently).
 class object_reader {
-public:
+  public:
     object_reader(const json& j, std::string path, checker& c)
         : j_(j), path_(std::move(path)), c_(c), valid_(j.is_object()) {
         if (!valid_) c_.fail(path_, std::string("expected an object, got ") + type_name(j));
@@ -136,7 +156,7 @@ public:
         }
     }
 
-private:
+  private:
     const json& j_;
     std::string path_;
     checker& c_;
@@ -227,8 +247,9 @@ std::optional<micros> read_duration(const json* j, const std::string& path, chec
             return std::nullopt;
         }
     } else {
-        c.fail(path, std::string("expected a duration such as \"250ms\" or integer milliseconds, got ") +
-                         type_name(*j));
+        c.fail(path,
+               std::string("expected a duration such as \"250ms\" or integer milliseconds, got ") +
+                   type_name(*j));
         return std::nullopt;
     }
     if (!allow_zero && d->count() == 0) {
@@ -370,7 +391,8 @@ void read_limits(const json& j, const std::string& path, checker& c, limits_conf
         out.max_body_bytes = *v;
     if (auto v = read_millis(o.get("header_timeout"), o.path("header_timeout"), c))
         out.header_timeout = *v;
-    if (auto v = read_millis(o.get("idle_timeout"), o.path("idle_timeout"), c)) out.idle_timeout = *v;
+    if (auto v = read_millis(o.get("idle_timeout"), o.path("idle_timeout"), c))
+        out.idle_timeout = *v;
     if (auto v = read_int(o.get("max_connections"), o.path("max_connections"), c, 1, 10'000'000))
         out.max_connections = static_cast<std::size_t>(*v);
     o.finish();
@@ -381,11 +403,13 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
     if (auto url = read_string(o.get("url", true), o.path("url"), c)) {
         auto parsed = boost::urls::parse_uri(*url);
         if (!parsed || parsed->scheme() != "redis" || parsed->host().empty()) {
-            c.fail(o.path("url"), "expected redis://[:password@]host:port/db, got \"" + *url + "\"");
+            c.fail(o.path("url"),
+                   "expected redis://[:password@]host:port/db, got \"" + *url + "\"");
         } else {
             out.url = *url;
             out.host = parsed->host_address();
-            if (!out.host.empty() && out.host.front() == '[') out.host = out.host.substr(1, out.host.size() - 2);
+            if (!out.host.empty() && out.host.front() == '[')
+                out.host = out.host.substr(1, out.host.size() - 2);
             out.port = parsed->has_port() ? parsed->port_number() : 6379;
             if (parsed->has_password()) out.password = parsed->password();
             std::string db = parsed->path();
@@ -398,14 +422,17 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
             }
         }
     }
-    if (auto v = read_int(o.get("connections_per_thread"), o.path("connections_per_thread"), c, 1, 64))
+    if (auto v =
+            read_int(o.get("connections_per_thread"), o.path("connections_per_thread"), c, 1, 64))
         out.connections_per_thread = static_cast<int>(*v);
     if (auto v = read_millis(o.get("command_timeout"), o.path("command_timeout"), c))
         out.command_timeout = *v;
-    if (auto v = read_string(o.get("key_prefix"), o.path("key_prefix"), c, true)) out.key_prefix = *v;
+    if (auto v = read_string(o.get("key_prefix"), o.path("key_prefix"), c, true))
+        out.key_prefix = *v;
     if (auto v = read_enum<redis_config::clock_source>(
             o.get("clock"), o.path("clock"), c,
-            {{"redis", redis_config::clock_source::redis}, {"gateway", redis_config::clock_source::gateway}}))
+            {{"redis", redis_config::clock_source::redis},
+             {"gateway", redis_config::clock_source::gateway}}))
         out.clock = *v;
     o.finish();
 }
@@ -420,7 +447,8 @@ std::optional<cidr> parse_cidr(const std::string& text) {
     out.prefix = max;
     if (slash != std::string::npos) {
         auto p = text.substr(slash + 1);
-        if (p.empty() || p.size() > 3 || !std::all_of(p.begin(), p.end(), ::isdigit)) return std::nullopt;
+        if (p.empty() || p.size() > 3 || !std::all_of(p.begin(), p.end(), ::isdigit))
+            return std::nullopt;
         out.prefix = std::stoi(p);
         if (out.prefix > max) return std::nullopt;
     }
@@ -432,8 +460,10 @@ void read_identity(const json& j, const std::string& path, checker& c, identity_
     if (auto* u = o.get("user")) {
         object_reader ou(*u, o.path("user"), c);
         if (auto h = read_string(ou.get("header", true), ou.path("header"), c)) {
-            if (!is_token(*h)) c.fail(ou.path("header"), "\"" + *h + "\" is not a valid header name");
-            else out.user_header = *h;
+            if (!is_token(*h))
+                c.fail(ou.path("header"), "\"" + *h + "\" is not a valid header name");
+            else
+                out.user_header = *h;
         }
         ou.finish();
     }
@@ -442,13 +472,17 @@ void read_identity(const json& j, const std::string& path, checker& c, identity_
         auto tp_path = oi.path("trusted_proxies");
         if (auto* tp = oi.get("trusted_proxies")) {
             if (!tp->is_array()) {
-                c.fail(tp_path, std::string("expected an array of CIDR blocks, got ") + type_name(*tp));
+                c.fail(tp_path,
+                       std::string("expected an array of CIDR blocks, got ") + type_name(*tp));
             } else {
                 for (std::size_t i = 0; i < tp->size(); ++i) {
                     auto s = read_string(&(*tp)[i], element(tp_path, i), c);
                     if (!s) continue;
-                    if (auto block = parse_cidr(*s)) out.trusted_proxies.push_back(*block);
-                    else c.fail(element(tp_path, i), "\"" + *s + "\" is not a CIDR block such as 10.0.0.0/8");
+                    if (auto block = parse_cidr(*s))
+                        out.trusted_proxies.push_back(*block);
+                    else
+                        c.fail(element(tp_path, i),
+                               "\"" + *s + "\" is not a CIDR block such as 10.0.0.0/8");
                 }
             }
         }
@@ -469,10 +503,12 @@ void read_upstream(const json& j, const std::string& path, checker& c, upstream_
                     out.targets.push_back(*hp);
         }
     }
-    if (auto v = read_millis(o.get("connect_timeout"), o.path("connect_timeout"), c)) out.connect_timeout = *v;
+    if (auto v = read_millis(o.get("connect_timeout"), o.path("connect_timeout"), c))
+        out.connect_timeout = *v;
     if (auto v = read_millis(o.get("response_timeout"), o.path("response_timeout"), c))
         out.response_timeout = *v;
-    if (auto v = read_int(o.get("max_idle_per_target"), o.path("max_idle_per_target"), c, 0, 100000))
+    if (auto v =
+            read_int(o.get("max_idle_per_target"), o.path("max_idle_per_target"), c, 0, 100000))
         out.max_idle_per_target = static_cast<std::size_t>(*v);
     o.finish();
 }
@@ -481,13 +517,19 @@ void read_upstream(const json& j, const std::string& path, checker& c, upstream_
 std::set<std::string> rule_fields(algorithm a) {
     switch (a) {
         case algorithm::fixed_window:
-        case algorithm::sliding_window_log: return {"limit", "window"};
-        case algorithm::sliding_window_counter: return {"limit", "window", "buckets"};
-        case algorithm::leaky_bucket: return {"rate", "period", "capacity"};
+        case algorithm::sliding_window_log:
+            return {"limit", "window"};
+        case algorithm::sliding_window_counter:
+            return {"limit", "window", "buckets"};
+        case algorithm::leaky_bucket:
+            return {"rate", "period", "capacity"};
         case algorithm::token_bucket:
-        case algorithm::gcra: return {"rate", "period", "burst"};
-        case algorithm::smooth_bursty: return {"rate", "max_burst_seconds", "idle_ttl"};
-        case algorithm::smooth_warming_up: return {"rate", "warmup_period", "cold_factor"};
+        case algorithm::gcra:
+            return {"rate", "period", "burst"};
+        case algorithm::smooth_bursty:
+            return {"rate", "max_burst_seconds", "idle_ttl"};
+        case algorithm::smooth_warming_up:
+            return {"rate", "warmup_period", "cold_factor"};
     }
     return {};
 }
@@ -503,7 +545,8 @@ void read_rule(const json& j, const std::string& path, checker& c, algorithm a, 
     };
     if (auto v = read_int(want("limit"), o.path("limit"), c, 1, 1'000'000'000'000)) r.limit = *v;
     if (auto v = read_duration(want("window"), o.path("window"), c)) r.window = *v;
-    if (auto v = read_int(want("buckets"), o.path("buckets"), c, 1, 3600)) r.buckets = static_cast<int>(*v);
+    if (auto v = read_int(want("buckets"), o.path("buckets"), c, 1, 3600))
+        r.buckets = static_cast<int>(*v);
     if (auto v = read_positive(want("rate"), o.path("rate"), c)) r.rate = *v;
     if (auto v = read_duration(want("period"), o.path("period"), c)) r.period = *v;
     if (auto v = read_positive(want("burst"), o.path("burst"), c, 1, true)) r.burst = *v;
@@ -511,8 +554,10 @@ void read_rule(const json& j, const std::string& path, checker& c, algorithm a, 
     if (auto v = read_positive(want("max_burst_seconds"), o.path("max_burst_seconds"), c))
         r.max_burst_seconds = *v;
     if (auto v = read_duration(want("idle_ttl"), o.path("idle_ttl"), c)) r.idle_ttl = *v;
-    if (auto v = read_duration(want("warmup_period"), o.path("warmup_period"), c)) r.warmup_period = *v;
-    if (auto v = read_positive(want("cold_factor"), o.path("cold_factor"), c, 1, true)) r.cold_factor = *v;
+    if (auto v = read_duration(want("warmup_period"), o.path("warmup_period"), c))
+        r.warmup_period = *v;
+    if (auto v = read_positive(want("cold_factor"), o.path("cold_factor"), c, 1, true))
+        r.cold_factor = *v;
     if ((a == algorithm::token_bucket || a == algorithm::gcra) && r.burst == 0)
         r.burst = std::max(1.0, r.rate);  // default: one period's worth
     if (a == algorithm::sliding_window_counter && r.window.count() > 0 &&
@@ -525,16 +570,21 @@ void read_rule(const json& j, const std::string& path, checker& c, algorithm a, 
 void read_limiter(const json& j, const std::string& path, checker& c, limiter_config& l) {
     object_reader o(j, path, c);
     if (auto s = read_string(o.get("scope", true), o.path("scope"), c)) {
-        if (*s == "global") l.scope = scope_kind::global;
-        else if (*s == "route") l.scope = scope_kind::route;
-        else if (*s == "user") l.scope = scope_kind::user;
-        else if (*s == "ip") l.scope = scope_kind::ip;
+        if (*s == "global")
+            l.scope = scope_kind::global;
+        else if (*s == "route")
+            l.scope = scope_kind::route;
+        else if (*s == "user")
+            l.scope = scope_kind::user;
+        else if (*s == "ip")
+            l.scope = scope_kind::ip;
         else if (s->rfind("header:", 0) == 0 && is_token(s->substr(7))) {
             l.scope = scope_kind::header;
             l.scope_header = s->substr(7);
         } else
-            c.fail(o.path("scope"), "unknown scope \"" + *s +
-                                        "\" (expected \"global\", \"route\", \"user\", \"ip\" or \"header:NAME\")");
+            c.fail(o.path("scope"),
+                   "unknown scope \"" + *s +
+                       "\" (expected \"global\", \"route\", \"user\", \"ip\" or \"header:NAME\")");
     }
     auto algo = read_enum<algorithm>(o.get("algorithm", true), o.path("algorithm"), c,
                                      {{"fixed_window", algorithm::fixed_window},
@@ -561,7 +611,8 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
             }
         }
     }
-    if (auto m = read_enum<bool>(o.get("mode"), o.path("mode"), c, {{"enforce", false}, {"shadow", true}}))
+    if (auto m = read_enum<bool>(o.get("mode"), o.path("mode"), c,
+                                 {{"enforce", false}, {"shadow", true}}))
         l.shadow = *m;
     if (auto d = read_duration(o.get("delay"), o.path("delay"), c)) l.delay = *d;
     if (auto m = read_enum<missing_key_policy>(o.get("on_missing_key"), o.path("on_missing_key"), c,
@@ -570,18 +621,22 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
                                                 {"anonymous", missing_key_policy::anonymous}}))
         l.on_missing_key = *m;
     if (auto* p = o.get("ipv6_prefix")) {
-        if (l.scope != scope_kind::ip) c.fail(o.path("ipv6_prefix"), "only applies to scope \"ip\"");
-        else if (auto v = read_int(p, o.path("ipv6_prefix"), c, 1, 128)) l.ipv6_prefix = static_cast<int>(*v);
+        if (l.scope != scope_kind::ip)
+            c.fail(o.path("ipv6_prefix"), "only applies to scope \"ip\"");
+        else if (auto v = read_int(p, o.path("ipv6_prefix"), c, 1, 128))
+            l.ipv6_prefix = static_cast<int>(*v);
     }
     if (auto* p = o.get("per_route")) {
         if (l.scope != scope_kind::user && l.scope != scope_kind::ip)
             c.fail(o.path("per_route"), "only applies to scopes \"user\" and \"ip\"");
-        else if (auto v = read_bool(p, o.path("per_route"), c)) l.per_route = *v;
+        else if (auto v = read_bool(p, o.path("per_route"), c))
+            l.per_route = *v;
     }
     o.finish();
 }
 
-void read_route(const json& j, const std::string& path, checker& c, const config& cfg, route_config& r) {
+void read_route(const json& j, const std::string& path, checker& c, const config& cfg,
+                route_config& r) {
     object_reader o(j, path, c);
     if (auto v = read_string(o.get("name", true), o.path("name"), c)) r.name = *v;
     if (auto* m = o.get("match", true)) {
@@ -601,12 +656,15 @@ void read_route(const json& j, const std::string& path, checker& c, const config
         auto methods_path = om.path("methods");
         if (auto* ms = om.get("methods")) {
             if (!ms->is_array()) {
-                c.fail(methods_path, std::string("expected an array of methods, got ") + type_name(*ms));
+                c.fail(methods_path,
+                       std::string("expected an array of methods, got ") + type_name(*ms));
             } else {
                 for (std::size_t i = 0; i < ms->size(); ++i) {
                     auto s = read_string(&(*ms)[i], element(methods_path, i), c);
-                    if (s && is_token(*s)) r.match.methods.push_back(*s);
-                    else if (s) c.fail(element(methods_path, i), "\"" + *s + "\" is not an HTTP method");
+                    if (s && is_token(*s))
+                        r.match.methods.push_back(*s);
+                    else if (s)
+                        c.fail(element(methods_path, i), "\"" + *s + "\" is not an HTTP method");
                 }
             }
         }
@@ -623,29 +681,36 @@ void read_route(const json& j, const std::string& path, checker& c, const config
         r.upstream = *v;
     }
     if (auto v = read_string(o.get("strip_prefix"), o.path("strip_prefix"), c)) {
-        if (v->front() != '/') c.fail(o.path("strip_prefix"), "must start with \"/\"");
-        else r.strip_prefix = *v;
+        if (v->front() != '/')
+            c.fail(o.path("strip_prefix"), "must start with \"/\"");
+        else
+            r.strip_prefix = *v;
     }
     auto limiters_path = o.path("limiters");
     if (auto* ls = o.get("limiters")) {
         if (!ls->is_array()) {
-            c.fail(limiters_path, std::string("expected an array of limiter names, got ") + type_name(*ls));
+            c.fail(limiters_path,
+                   std::string("expected an array of limiter names, got ") + type_name(*ls));
         } else {
             for (std::size_t i = 0; i < ls->size(); ++i) {
                 auto s = read_string(&(*ls)[i], element(limiters_path, i), c);
                 if (!s) continue;
-                if (!cfg.limiters.count(*s)) c.fail(element(limiters_path, i), "no limiter named \"" + *s + "\"");
+                if (!cfg.limiters.count(*s))
+                    c.fail(element(limiters_path, i), "no limiter named \"" + *s + "\"");
                 else if (std::find(r.limiters.begin(), r.limiters.end(), *s) != r.limiters.end())
                     c.fail(element(limiters_path, i), "limiter \"" + *s + "\" is listed twice");
-                else r.limiters.push_back(*s);
+                else
+                    r.limiters.push_back(*s);
             }
         }
     }
     if (auto v = read_int(o.get("cost"), o.path("cost"), c, 1, 1'000'000'000)) r.cost = *v;
     if (auto* ol = o.get("on_limit")) {
         object_reader oo(*ol, o.path("on_limit"), c);
-        if (auto v = read_int(oo.get("status"), oo.path("status"), c, 400, 599)) r.on_limit_status = static_cast<int>(*v);
-        if (auto v = read_string(oo.get("message"), oo.path("message"), c, true)) r.on_limit_message = *v;
+        if (auto v = read_int(oo.get("status"), oo.path("status"), c, 400, 599))
+            r.on_limit_status = static_cast<int>(*v);
+        if (auto v = read_string(oo.get("message"), oo.path("message"), c, true))
+            r.on_limit_message = *v;
         oo.finish();
     }
     if (auto v = read_enum<redis_error_policy>(o.get("on_redis_error"), o.path("on_redis_error"), c,
@@ -665,13 +730,17 @@ void read_route(const json& j, const std::string& path, checker& c, const config
 void read_log(const json& j, const std::string& path, checker& c, log_config& out) {
     object_reader o(j, path, c);
     if (auto v = read_enum<std::string>(o.get("level"), o.path("level"), c,
-                                        {{"trace", "trace"}, {"debug", "debug"}, {"info", "info"},
-                                         {"warn", "warn"}, {"error", "error"}, {"off", "off"}}))
+                                        {{"trace", "trace"},
+                                         {"debug", "debug"},
+                                         {"info", "info"},
+                                         {"warn", "warn"},
+                                         {"error", "error"},
+                                         {"off", "off"}}))
         out.level = *v;
     if (auto v = read_bool(o.get("access_log"), o.path("access_log"), c)) out.access_log = *v;
-    if (auto v = read_enum<log_config::format>(o.get("format"), o.path("format"), c,
-                                               {{"text", log_config::format::text},
-                                                {"json", log_config::format::json}}))
+    if (auto v = read_enum<log_config::format>(
+            o.get("format"), o.path("format"), c,
+            {{"text", log_config::format::text}, {"json", log_config::format::json}}))
         out.access_format = *v;
     o.finish();
 }
@@ -679,8 +748,10 @@ void read_log(const json& j, const std::string& path, checker& c, log_config& ou
 std::string parse_error_position(const std::string& text, std::size_t byte) {
     std::size_t line = 1, col = 1;
     for (std::size_t i = 0; i < text.size() && i + 1 < byte; ++i) {
-        if (text[i] == '\n') ++line, col = 1;
-        else ++col;
+        if (text[i] == '\n')
+            ++line, col = 1;
+        else
+            ++col;
     }
     return "line " + std::to_string(line) + ", column " + std::to_string(col);
 }
@@ -694,18 +765,21 @@ std::shared_ptr<const config> parse_config(const std::string& text, const std::s
     } catch (const json::parse_error& e) {
         std::string what = e.what();
         auto pos = what.find("syntax error");
-        throw config_errors(file, {{"$", "invalid JSON at " + parse_error_position(text, e.byte) + ": " +
-                                             (pos == std::string::npos ? what : what.substr(pos))}});
+        throw config_errors(file,
+                            {{"$", "invalid JSON at " + parse_error_position(text, e.byte) + ": " +
+                                       (pos == std::string::npos ? what : what.substr(pos))}});
     }
     checker c;
     auto cfg = std::make_shared<config>();
     cfg->source = file;
     object_reader root(doc, "", c);
     if (auto v = read_host_port(root.get("listen", true), "listen", c, true)) cfg->listen = *v;
-    if (auto v = read_int(root.get("threads"), "threads", c, 0, 1024)) cfg->threads = static_cast<int>(*v);
+    if (auto v = read_int(root.get("threads"), "threads", c, 0, 1024))
+        cfg->threads = static_cast<int>(*v);
     if (auto* a = root.get("admin")) {
         object_reader oa(*a, "admin", c);
-        if (auto v = read_host_port(oa.get("listen"), "admin.listen", c, true)) cfg->admin_listen = *v;
+        if (auto v = read_host_port(oa.get("listen"), "admin.listen", c, true))
+            cfg->admin_listen = *v;
         oa.finish();
     }
     if (auto* l = root.get("limits")) read_limits(*l, "limits", c, cfg->limits);

@@ -25,11 +25,11 @@ struct host_port {
 
 /// SPEC §2 `limits`: per-connection protection of the listener.
 struct limits_config {
-    std::size_t max_header_bytes = 16384;              ///< whole header block, bytes
+    std::size_t max_header_bytes = 16384;                ///< whole header block, bytes
     std::uint64_t max_body_bytes = 10ull * 1024 * 1024;  ///< request body, bytes
-    millis header_timeout{10'000};                     ///< deadline for one header block
-    millis idle_timeout{60'000};                       ///< keep-alive wait between requests
-    std::size_t max_connections = 10000;               ///< open client connections, whole process
+    millis header_timeout{10'000};                       ///< deadline for one header block
+    millis idle_timeout{60'000};                         ///< keep-alive wait between requests
+    std::size_t max_connections = 10000;                 ///< open client connections, whole process
 };
 
 /// SPEC §2 `redis`: where the shared limiter state lives.
@@ -83,17 +83,17 @@ enum class scope_kind { global, route, user, ip, header };
 /// One rule of a limiter. Which fields are meaningful depends on the algorithm
 /// (SPEC §2 table); the loader rejects fields an algorithm does not use.
 struct rule_config {
-    std::int64_t limit = 0;           ///< permits per window (window algorithms)
-    micros window{0};                 ///< window width
-    int buckets = 10;                 ///< sliding_window_counter sub-windows
-    double rate = 0;                  ///< permits per `period` (per second for smooth_*)
-    micros period{1'000'000};         ///< refill period
-    double burst = 0;                 ///< token_bucket / gcra burst, permits
-    double capacity = 0;              ///< leaky_bucket capacity, permits
-    double max_burst_seconds = 1.0;   ///< smooth_bursty
-    micros idle_ttl{60'000'000};      ///< smooth_bursty
-    micros warmup_period{0};          ///< smooth_warming_up
-    double cold_factor = 3.0;         ///< smooth_warming_up
+    std::int64_t limit = 0;          ///< permits per window (window algorithms)
+    micros window{0};                ///< window width
+    int buckets = 10;                ///< sliding_window_counter sub-windows
+    double rate = 0;                 ///< permits per `period` (per second for smooth_*)
+    micros period{1'000'000};        ///< refill period
+    double burst = 0;                ///< token_bucket / gcra burst, permits
+    double capacity = 0;             ///< leaky_bucket capacity, permits
+    double max_burst_seconds = 1.0;  ///< smooth_bursty
+    micros idle_ttl{60'000'000};     ///< smooth_bursty
+    micros warmup_period{0};         ///< smooth_warming_up
+    double cold_factor = 3.0;        ///< smooth_warming_up
 };
 
 enum class missing_key_policy { skip, deny, anonymous };
@@ -163,12 +163,12 @@ struct config_error {
 
 /// Thrown by load_config with every problem of the file, not just the first.
 class config_errors : public std::runtime_error {
-public:
+  public:
     config_errors(std::string file, std::vector<config_error> errors);
     const std::string& file() const { return file_; }
     const std::vector<config_error>& errors() const { return errors_; }
 
-private:
+  private:
     std::string file_;
     std::vector<config_error> errors_;
 };

@@ -15,7 +15,8 @@ struct number_and_suffix {
 
 std::optional<number_and_suffix> split_number(std::string_view text, std::string& error) {
     std::size_t i = 0;
-    while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) ++i;
+    while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.'))
+        ++i;
     if (i == 0) {
         error = "expected a number followed by a unit, got \"" + std::string(text) + "\"";
         return std::nullopt;
@@ -35,11 +36,16 @@ std::optional<std::chrono::microseconds> parse_duration(std::string_view text, s
     auto parts = split_number(text, error);
     if (!parts) return std::nullopt;
     double scale = 0;
-    if (parts->suffix == "us") scale = 1;
-    else if (parts->suffix == "ms") scale = 1e3;
-    else if (parts->suffix == "s") scale = 1e6;
-    else if (parts->suffix == "m") scale = 60e6;
-    else if (parts->suffix == "h") scale = 3600e6;
+    if (parts->suffix == "us")
+        scale = 1;
+    else if (parts->suffix == "ms")
+        scale = 1e3;
+    else if (parts->suffix == "s")
+        scale = 1e6;
+    else if (parts->suffix == "m")
+        scale = 60e6;
+    else if (parts->suffix == "h")
+        scale = 3600e6;
     else {
         error = "unknown duration unit in \"" + std::string(text) + "\" (use us, ms, s, m or h)";
         return std::nullopt;
@@ -62,15 +68,23 @@ std::optional<std::uint64_t> parse_size(std::string_view text, std::string& erro
     if (!parts) return std::nullopt;
     double scale = 0;
     const auto& s = parts->suffix;
-    if (s.empty() || s == "B") scale = 1;
-    else if (s == "KB") scale = 1e3;
-    else if (s == "MB") scale = 1e6;
-    else if (s == "GB") scale = 1e9;
-    else if (s == "KiB") scale = 1024.0;
-    else if (s == "MiB") scale = 1024.0 * 1024;
-    else if (s == "GiB") scale = 1024.0 * 1024 * 1024;
+    if (s.empty() || s == "B")
+        scale = 1;
+    else if (s == "KB")
+        scale = 1e3;
+    else if (s == "MB")
+        scale = 1e6;
+    else if (s == "GB")
+        scale = 1e9;
+    else if (s == "KiB")
+        scale = 1024.0;
+    else if (s == "MiB")
+        scale = 1024.0 * 1024;
+    else if (s == "GiB")
+        scale = 1024.0 * 1024 * 1024;
     else {
-        error = "unknown size unit in \"" + std::string(text) + "\" (use B, KB, MB, GB, KiB, MiB or GiB)";
+        error = "unknown size unit in \"" + std::string(text) +
+                "\" (use B, KB, MB, GB, KiB, MiB or GiB)";
         return std::nullopt;
     }
     double bytes = parts->value * scale;

@@ -10,6 +10,7 @@ namespace rategate::gateway {
 /// A complete error response: status, JSON body `{"error": code, "message": message}`,
 /// Content-Type, Content-Length and Connection (keep-alive or close) set.
 boost::beast::http::response<boost::beast::http::string_body> make_error_response(
-    unsigned status, std::string_view code, std::string_view message, bool keep_alive, unsigned version = 11);
+    unsigned status, std::string_view code, std::string_view message, bool keep_alive,
+    unsigned version = 11);
 
 }  // namespace rategate::gateway

@@ -9,13 +9,16 @@ namespace {
 
 bool iequals(std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
            });
 }
 
 std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+        s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+        s.remove_suffix(1);
     return s;
 }
 
@@ -48,7 +51,8 @@ header_end find_header_end(std::string_view data, std::size_t from) {
 }
 
 std::string check_header_block(std::string_view block) {
-    if (block.size() < 4 || block.substr(block.size() - 4) != "\r\n\r\n") return "incomplete header block";
+    if (block.size() < 4 || block.substr(block.size() - 4) != "\r\n\r\n")
+        return "incomplete header block";
     bool content_length = false, transfer_encoding = false;
     std::string_view content_length_value;
     std::size_t pos = 0;
@@ -69,16 +73,19 @@ std::string check_header_block(std::string_view block) {
         }
         if (line.front() == ' ' || line.front() == '\t') return "obsolete line folding in header";
         auto colon = line.find(':');
-        if (colon == std::string_view::npos || colon == 0) return "header line without a field name";
+        if (colon == std::string_view::npos || colon == 0)
+            return "header line without a field name";
         auto name = line.substr(0, colon);
-        if (name.find_first_of(" \t") != std::string_view::npos) return "whitespace before colon in header";
+        if (name.find_first_of(" \t") != std::string_view::npos)
+            return "whitespace before colon in header";
         auto value = trim(line.substr(colon + 1));
         if (iequals(name, "Content-Length")) {
             if (content_length) return "repeated Content-Length";
             content_length = true;
             content_length_value = value;
             if (value.empty() || value.size() > 19 ||
-                !std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; }))
+                !std::all_of(value.begin(), value.end(),
+                             [](char c) { return c >= '0' && c <= '9'; }))
                 return "invalid Content-Length";
         } else if (iequals(name, "Transfer-Encoding")) {
             if (transfer_encoding) return "repeated Transfer-Encoding";

@@ -1,10 +1,10 @@
 // rategate command line (SPEC §1): run, check, --version, --help.
 #include <signal.h>
 
-#include <boost/program_options.hpp>
-#include <iostream>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <boost/program_options.hpp>
+#include <iostream>
 
 #include "config/config.hpp"
 #include "config/units.hpp"
@@ -20,21 +20,24 @@ constexpr const char* version = "rategate 0.1.0";
 std::string describe_route(const config::config& c, const config::route_config& r) {
     std::string out = "route " + r.name + ": ";
     out += r.match.methods.empty() ? std::string("*") : "";
-    for (std::size_t i = 0; i < r.match.methods.size(); ++i) out += (i ? "," : "") + r.match.methods[i];
+    for (std::size_t i = 0; i < r.match.methods.size(); ++i)
+        out += (i ? "," : "") + r.match.methods[i];
     if (r.match.host) out += " host=" + *r.match.host;
     if (r.match.path) out += " " + *r.match.path;
     if (r.match.path_prefix) out += (r.match.path ? " | " : " ") + *r.match.path_prefix + "*";
     out += " -> " + r.upstream + " [";
     const auto& u = c.upstreams.at(r.upstream);
-    for (std::size_t i = 0; i < u.targets.size(); ++i) out += (i ? ", " : "") + u.targets[i].to_string();
+    for (std::size_t i = 0; i < u.targets.size(); ++i)
+        out += (i ? ", " : "") + u.targets[i].to_string();
     out += "]";
     if (!r.strip_prefix.empty()) out += " strip " + r.strip_prefix;
     out += "\n  limiters: ";
     if (r.limiters.empty()) out += "none";
     for (std::size_t i = 0; i < r.limiters.size(); ++i) {
         const auto& l = c.limiters.at(r.limiters[i]);
-        out += (i ? " -> " : "") + l.name + " (" + config::to_string(l.algo) + ", " + std::to_string(l.rules.size()) +
-               (l.rules.size() == 1 ? " rule" : " rules") + (l.shadow ? ", shadow" : "") +
+        out += (i ? " -> " : "") + l.name + " (" + config::to_string(l.algo) + ", " +
+               std::to_string(l.rules.size()) + (l.rules.size() == 1 ? " rule" : " rules") +
+               (l.shadow ? ", shadow" : "") +
                (l.delay ? ", delay " + config::format_duration(*l.delay) : "") + ")";
     }
     return out;
@@ -45,10 +48,12 @@ int run_check(const std::string& file) {
         auto cfg = config::load_config(file);
         std::cout << file << ": OK (" << cfg->routes.size() << " routes, " << cfg->upstreams.size()
                   << " upstreams, " << cfg->limiters.size() << " limiters, "
-                  << (cfg->redis ? "redis " + cfg->redis->host + ":" + std::to_string(cfg->redis->port)
-                                 : std::string("in-process limiter state"))
+                  << (cfg->redis
+                          ? "redis " + cfg->redis->host + ":" + std::to_string(cfg->redis->port)
+                          : std::string("in-process limiter state"))
                   << ")\n";
-        for (const auto& r : cfg->routes) std::cout << describe_route(*cfg, r) << "\n";
+        for (const auto& r : cfg->routes)
+            std::cout << describe_route(*cfg, r) << "\n";
         return 0;
     } catch (const config::config_errors& e) {
         std::cerr << e.what();
@@ -68,8 +73,10 @@ int run_gateway(const std::string& file, const std::string& log_level) {
     for (const auto& r : cfg->routes) {
         if (!r.limiters.empty()) {
             // Refuse rather than run a limit that would silently not be enforced.
-            std::cerr << file << ": routes[" << (&r - cfg->routes.data()) << "].limiters: route \"" << r.name
-                      << "\" lists limiters, but this build does not enforce limiters in the request path yet\n";
+            std::cerr << file << ": routes[" << (&r - cfg->routes.data()) << "].limiters: route \""
+                      << r.name
+                      << "\" lists limiters, but this build does not enforce limiters in the "
+                         "request path yet\n";
             return 1;
         }
     }
@@ -111,7 +118,8 @@ int run_gateway(const std::string& file, const std::string& log_level) {
 
 int main(int argc, char** argv) {
     spdlog::set_default_logger(spdlog::stderr_color_mt("rategate"));
-    po::options_description opts("Usage: rategate [check|replay] --config FILE [options]\n\nOptions");
+    po::options_description opts(
+        "Usage: rategate [check|replay] --config FILE [options]\n\nOptions");
     opts.add_options()("help,h", "show this help")("version", "print the version")(
         "config,c", po::value<std::string>(), "config file (JSON, // comments allowed)")(
         "log-level", po::value<std::string>()->default_value(""),
@@ -128,8 +136,9 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (vm.count("help")) {
-        std::cout << opts << "\nCommands:\n  (none)   run the gateway until SIGINT/SIGTERM\n"
-                  << "  check    validate the config file and print each route with its limiter chain\n";
+        std::cout
+            << opts << "\nCommands:\n  (none)   run the gateway until SIGINT/SIGTERM\n"
+            << "  check    validate the config file and print each route with its limiter chain\n";
         return 0;
     }
     if (vm.count("version")) {

@@ -1,5 +1,6 @@
 #include "gateway/proxy.hpp"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -8,7 +9,6 @@
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 #include <optional>
-#include <spdlog/spdlog.h>
 
 #include "gateway/error_response.hpp"
 #include "gateway/header_rewrite.hpp"
@@ -37,9 +37,11 @@ struct relay_result {
 // header first, then the body one buffer at a time (Beast's relay() shape).
 template <bool is_request>
 net::awaitable<relay_result> relay(beast::tcp_stream& in, beast::flat_buffer& in_buf,
-                                   http::parser<is_request, http::buffer_body>& p, beast::tcp_stream& out,
-                                   http::serializer<is_request, http::buffer_body>& sr, milliseconds read_timeout,
-                                   milliseconds write_timeout, char* buf, std::size_t buf_size) {
+                                   http::parser<is_request, http::buffer_body>& p,
+                                   beast::tcp_stream& out,
+                                   http::serializer<is_request, http::buffer_body>& sr,
+                                   milliseconds read_timeout, milliseconds write_timeout, char* buf,
+                                   std::size_t buf_size) {
     relay_result r;
     auto& body = p.get().body();
     for (;;) {
@@ -54,7 +56,8 @@ net::awaitable<relay_result> relay(beast::tcp_stream& in, beast::flat_buffer& in
                 co_return r;
             }
             auto produced = buf_size - body.size;
-            // Nothing to forward yet (e.g. a chunk header): read on rather than emit an empty chunk.
+            // Nothing to forward yet (e.g. a chunk header): read on rather than emit an empty
+            // chunk.
             if (produced == 0 && !p.is_done()) continue;
             body.data = produced ? buf : nullptr;
             body.size = produced;
@@ -83,18 +86,23 @@ bool is_idempotent(http::verb v) {
         case http::verb::options:
         case http::verb::put:
         case http::verb::delete_:
-        case http::verb::trace: return true;
-        default: return false;
+        case http::verb::trace:
+            return true;
+        default:
+            return false;
     }
 }
 
 bool is_stale_connection_error(const error_code& ec) {
-    return ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
-           ec == net::error::broken_pipe || ec == http::error::partial_message;
+    return ec == http::error::end_of_stream || ec == net::error::eof ||
+           ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+           ec == http::error::partial_message;
 }
 
 // A request body that was neither read nor forwarded leaves the connection mid-message.
-bool can_keep_alive(const request_parser& p) { return p.is_done() && p.get().keep_alive(); }
+bool can_keep_alive(const request_parser& p) {
+    return p.is_done() && p.get().keep_alive();
+}
 
 }  // namespace
 
@@ -107,9 +115,9 @@ net::awaitable<bool> write_error(beast::tcp_stream& client, milliseconds timeout
     co_return !ec;
 }
 
-net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::flat_buffer& client_buffer,
-                                   request_parser& parser, const config::route_config& route,
-                                   std::string_view peer_ip) {
+net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client,
+                                   beast::flat_buffer& client_buffer, request_parser& parser,
+                                   const config::route_config& route, std::string_view peer_ip) {
     auto& req = parser.get();
     const auto& limits = w.cfg->limits;
     auto& pool = w.pool(route.upstream);
@@ -119,16 +127,19 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::
 
     bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
     std::string request_id = rewrite_request_headers(req, {peer_ip, "http"}, make_request_id());
-    if (!route.strip_prefix.empty()) req.target(strip_path_prefix(req.target(), route.strip_prefix));
+    if (!route.strip_prefix.empty())
+        req.target(strip_path_prefix(req.target(), route.strip_prefix));
     req.version(11);
     req.keep_alive(true);
 
     const bool has_body = !parser.is_done();
     const bool idempotent = is_idempotent(req.method());
-    auto fail = [&](unsigned status, std::string_view code, std::string_view message) -> net::awaitable<bool> {
+    auto fail = [&](unsigned status, std::string_view code,
+                    std::string_view message) -> net::awaitable<bool> {
         bool keep = client_keep_alive && can_keep_alive(parser) && !w.stopping;
-        bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep, client_version);
-        co_return ok && keep;
+        bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep,
+                                       client_version);
+        co_return ok&& keep;
     };
 
     // Connect: a failed connect is retried once on the next target for idempotent methods;
@@ -139,9 +150,11 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::
     if (ec && idempotent) up = co_await pool.acquire(pool.next_target(), ec);
     if (ec) {
         bool timed_out = ec == beast::error::timeout;
-        std::string message = (timed_out ? "timed out connecting to upstream \"" : "cannot connect to upstream \"") +
-                              route.upstream + "\"";
-        co_return co_await fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_unavailable", message);
+        std::string message =
+            (timed_out ? "timed out connecting to upstream \"" : "cannot connect to upstream \"") +
+            route.upstream + "\"";
+        co_return co_await fail(timed_out ? 504 : 502,
+                                timed_out ? "upstream_timeout" : "upstream_unavailable", message);
     }
 
     auto buffer = w.take_buffer();
@@ -170,11 +183,13 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::
     };
     for (int attempt = 0;; ++attempt) {
         http::serializer<true, http::buffer_body> sr{req};
-        auto sent = co_await relay<true>(client, client_buffer, parser, up->stream, sr, limits.idle_timeout,
-                                         up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
+        auto sent =
+            co_await relay<true>(client, client_buffer, parser, up->stream, sr, limits.idle_timeout,
+                                 up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
         if (sent.read) {
             if (sent.read == http::error::body_limit)
-                co_return co_await fail(413, "body_too_large", "request body exceeds max_body_bytes");
+                co_return co_await fail(413, "body_too_large",
+                                        "request body exceeds max_body_bytes");
             if (sent.read == beast::error::timeout || sent.read == http::error::end_of_stream ||
                 sent.read == net::error::eof || sent.read == net::error::connection_reset)
                 co_return false;  // the client went away or stalled: nobody to answer
@@ -187,35 +202,43 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client, beast::
         while (!rec && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101)
             rec = co_await read_response_header();
         if (!rec) break;
-        if (attempt == 0 && up->reused && !has_body && idempotent && is_stale_connection_error(rec)) {
+        if (attempt == 0 && up->reused && !has_body && idempotent &&
+            is_stale_connection_error(rec)) {
             up = co_await pool.acquire(up->target, ec, /*allow_reuse=*/false);
             if (!ec) continue;
             rec = ec;
         }
         bool timed_out = rec == beast::error::timeout;
-        std::string message = "upstream \"" + route.upstream + "\" " +
-                              (timed_out ? std::string("did not respond in time") : "failed: " + rec.message());
-        co_return co_await fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_error", message);
+        std::string message =
+            "upstream \"" + route.upstream + "\" " +
+            (timed_out ? std::string("did not respond in time") : "failed: " + rec.message());
+        co_return co_await fail(timed_out ? 504 : 502,
+                                timed_out ? "upstream_timeout" : "upstream_error", message);
     }
 
     // Stream the response back.
     auto& res = rp->get();
     const bool upstream_keep_alive = res.keep_alive();
     rewrite_response_headers(res, request_id);
-    const bool bodyless = req.method() == http::verb::head || res.result_int() == 204 || res.result_int() == 304;
+    const bool bodyless =
+        req.method() == http::verb::head || res.result_int() == 204 || res.result_int() == 304;
     if (!bodyless && !res.has_content_length() && !res.chunked()) {
         // Body delimited by the upstream closing: re-frame as chunked, or close for HTTP/1.0.
-        if (client_version >= 11) res.chunked(true);
-        else client_keep_alive = false;
+        if (client_version >= 11)
+            res.chunked(true);
+        else
+            client_keep_alive = false;
     }
     client_keep_alive = client_keep_alive && !w.stopping;
     res.version(client_version == 10 ? 10 : 11);
     res.keep_alive(client_keep_alive);
     http::serializer<false, http::buffer_body> rs{res};
-    auto got = co_await relay<false>(up->stream, up->buffer, *rp, client, rs, up_cfg.response_timeout,
-                                     limits.idle_timeout, buffer.get(), worker::relay_buffer_size);
+    auto got =
+        co_await relay<false>(up->stream, up->buffer, *rp, client, rs, up_cfg.response_timeout,
+                              limits.idle_timeout, buffer.get(), worker::relay_buffer_size);
     if (got.read || got.write) {
-        if (got.read) spdlog::warn("upstream {} broke mid-response: {}", route.upstream, got.read.message());
+        if (got.read)
+            spdlog::warn("upstream {} broke mid-response: {}", route.upstream, got.read.message());
         co_return false;  // the status line is already out: closing is the only signal left
     }
     if (upstream_keep_alive && rp->is_done()) pool.release(std::move(up));

@@ -23,12 +23,15 @@ using request_parser = boost::beast::http::request_parser<boost::beast::http::bu
 /// Error responses (502, 504, 400, 413) are written here. Returns true when the client
 /// connection can carry another request.
 boost::asio::awaitable<bool> proxy_request(worker& w, boost::beast::tcp_stream& client,
-                                           boost::beast::flat_buffer& client_buffer, request_parser& parser,
-                                           const config::route_config& route, std::string_view peer_ip);
+                                           boost::beast::flat_buffer& client_buffer,
+                                           request_parser& parser,
+                                           const config::route_config& route,
+                                           std::string_view peer_ip);
 
 /// Writes a JSON error response (SPEC §3) to the client. Returns false if the write failed.
-boost::asio::awaitable<bool> write_error(boost::beast::tcp_stream& client, std::chrono::milliseconds timeout,
-                                         unsigned status, std::string_view code, std::string_view message,
+boost::asio::awaitable<bool> write_error(boost::beast::tcp_stream& client,
+                                         std::chrono::milliseconds timeout, unsigned status,
+                                         std::string_view code, std::string_view message,
                                          bool keep_alive, unsigned version = 11);
 
 }  // namespace rategate::gateway

@@ -22,7 +22,8 @@ bool host_matches(const config::route_config& r, std::string_view host) {
 
 bool method_matches(const config::route_config& r, std::string_view method) {
     if (r.match.methods.empty()) return true;
-    return std::find(r.match.methods.begin(), r.match.methods.end(), method) != r.match.methods.end();
+    return std::find(r.match.methods.begin(), r.match.methods.end(), method) !=
+           r.match.methods.end();
 }
 
 }  // namespace
@@ -39,7 +40,8 @@ route_table::route_table(const config::config& cfg) {
 const config::route_config* route_table::match(std::string_view method, std::string_view path,
                                                std::string_view host) const {
     for (const auto& e : exact_)
-        if (path == e.key && method_matches(*e.route, method) && host_matches(*e.route, host)) return e.route;
+        if (path == e.key && method_matches(*e.route, method) && host_matches(*e.route, host))
+            return e.route;
     for (const auto& e : prefixes_)
         if (path.substr(0, e.key.size()) == e.key && method_matches(*e.route, method) &&
             host_matches(*e.route, host))

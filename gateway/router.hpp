@@ -11,7 +11,7 @@
 namespace rategate::gateway {
 
 class route_table {
-public:
+  public:
     /// Keeps pointers into `cfg.routes`: `cfg` must outlive the table.
     explicit route_table(const config::config& cfg);
 
@@ -20,7 +20,7 @@ public:
     const config::route_config* match(std::string_view method, std::string_view path,
                                       std::string_view host) const;
 
-private:
+  private:
     struct entry {
         const config::route_config* route;
         std::string key;  ///< exact path or prefix

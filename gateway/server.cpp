@@ -2,13 +2,13 @@
 
 #include <sys/socket.h>
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <spdlog/spdlog.h>
 #include <stdexcept>
 
 #include "gateway/session.hpp"
@@ -34,7 +34,8 @@ tcp::acceptor bind_acceptor(net::io_context& ioc, const config::host_port& addre
         throw std::runtime_error("cannot set SO_REUSEPORT");
     error_code ec;
     a.bind(ep, ec);
-    if (ec) throw std::runtime_error("cannot listen on " + address.to_string() + ": " + ec.message());
+    if (ec)
+        throw std::runtime_error("cannot listen on " + address.to_string() + ": " + ec.message());
     a.listen(net::socket_base::max_listen_connections);
     return a;
 }
@@ -50,7 +51,8 @@ net::awaitable<void> accept_loop(worker& w) {
             co_await t.async_wait(use_nothrow);
             continue;
         }
-        if (w.open_connections.fetch_add(1, std::memory_order_relaxed) >= w.cfg->limits.max_connections) {
+        if (w.open_connections.fetch_add(1, std::memory_order_relaxed) >=
+            w.cfg->limits.max_connections) {
             w.open_connections.fetch_sub(1, std::memory_order_relaxed);
             error_code ignored;
             socket.close(ignored);  // max_connections: refuse rather than queue
@@ -72,7 +74,8 @@ net::awaitable<void> accept_loop(worker& w) {
 }  // namespace
 
 server::server(std::shared_ptr<const config::config> cfg) : cfg_(std::move(cfg)) {
-    int n = cfg_->threads > 0 ? cfg_->threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int n = cfg_->threads > 0 ? cfg_->threads
+                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     for (int i = 0; i < n; ++i) {
         auto w = std::make_unique<worker>(cfg_, open_connections_);
         w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
@@ -81,7 +84,8 @@ server::server(std::shared_ptr<const config::config> cfg) : cfg_(std::move(cfg))
 }
 
 server::~server() {
-    for (auto& w : workers_) w->ioc.stop();
+    for (auto& w : workers_)
+        w->ioc.stop();
     for (auto& t : threads_)
         if (t.joinable()) t.join();
 }
@@ -102,12 +106,14 @@ void server::start() {
 }
 
 void server::stop(std::chrono::milliseconds deadline) {
-    for (auto& w : workers_) net::post(w->ioc, [wp = w.get()] { wp->begin_shutdown(); });
+    for (auto& w : workers_)
+        net::post(w->ioc, [wp = w.get()] { wp->begin_shutdown(); });
     // Each loop returns by itself once its last session ends; force it at the deadline.
     auto until = std::chrono::steady_clock::now() + deadline;
     while (running_.load() > 0 && std::chrono::steady_clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    for (auto& w : workers_) w->ioc.stop();
+    for (auto& w : workers_)
+        w->ioc.stop();
     for (auto& t : threads_)
         if (t.joinable()) t.join();
     threads_.clear();

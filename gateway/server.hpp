@@ -15,7 +15,7 @@ namespace rategate::gateway {
 class worker;
 
 class server {
-public:
+  public:
     /// Binds every worker's acceptor; throws std::runtime_error when the address is unusable.
     explicit server(std::shared_ptr<const config::config> cfg);
     ~server();
@@ -29,7 +29,7 @@ public:
 
     std::size_t thread_count() const { return workers_.size(); }
 
-private:
+  private:
     std::shared_ptr<const config::config> cfg_;
     std::atomic<std::size_t> open_connections_{0};
     std::vector<std::unique_ptr<worker>> workers_;

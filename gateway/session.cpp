@@ -1,5 +1,6 @@
 #include "gateway/session.hpp"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -7,7 +8,6 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/url/parse.hpp>
-#include <spdlog/spdlog.h>
 
 #include "gateway/header_scan.hpp"
 #include "gateway/proxy.hpp"
@@ -42,12 +42,14 @@ std::string_view buffer_view(const beast::flat_buffer& b) {
 // the first byte on, the whole block must arrive within header_timeout (anti-slowloris).
 net::awaitable<block_result> read_header_block(beast::tcp_stream& s, beast::flat_buffer& buf,
                                                const config::limits_config& limits,
-                                               std::chrono::milliseconds first_wait, session_slot& slot) {
+                                               std::chrono::milliseconds first_wait,
+                                               session_slot& slot) {
     // RFC 9112 §2.2: ignore empty lines before a request line.
     auto skip_crlf = [&] {
         auto v = buffer_view(buf);
         std::size_t n = 0;
-        while (n + 1 < v.size() && v[n] == '\r' && v[n + 1] == '\n') n += 2;
+        while (n + 1 < v.size() && v[n] == '\r' && v[n + 1] == '\n')
+            n += 2;
         buf.consume(n);
     };
     skip_crlf();
@@ -67,7 +69,8 @@ net::awaitable<block_result> read_header_block(beast::tcp_stream& s, beast::flat
         auto view = buffer_view(buf);
         auto window = view.substr(0, limits.max_header_bytes);
         auto end = find_header_end(window, resume);
-        if (end.status == header_end::state::complete) co_return block_result{block_status::complete, end.length};
+        if (end.status == header_end::state::complete)
+            co_return block_result{block_status::complete, end.length};
         if (end.status == header_end::state::malformed)
             co_return block_result{block_status::malformed, 0, end.reason};
         if (view.size() >= limits.max_header_bytes) co_return block_result{block_status::too_large};
@@ -83,13 +86,15 @@ std::string peer_address(const net::ip::tcp::socket& s) {
     auto ep = s.remote_endpoint(ec);
     if (ec) return "unknown";
     auto a = ep.address();
-    if (a.is_v6() && a.to_v6().is_v4_mapped()) a = net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6());
+    if (a.is_v6() && a.to_v6().is_v4_mapped())
+        a = net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6());
     return a.to_string();
 }
 
 // The path of a request target for routing: origin-form or absolute-form, query dropped.
 std::optional<std::string> target_path(std::string_view target) {
-    if (auto origin = boost::urls::parse_origin_form(target)) return std::string(origin->encoded_path());
+    if (auto origin = boost::urls::parse_origin_form(target))
+        return std::string(origin->encoded_path());
     if (auto absolute = boost::urls::parse_absolute_uri(target)) {
         auto p = absolute->encoded_path();
         return p.empty() ? std::string("/") : std::string(p);
@@ -117,8 +122,8 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     bool first = true;
 
     while (!w.stopping) {
-        auto block = co_await read_header_block(client, buf, limits,
-                                                first ? limits.header_timeout : limits.idle_timeout, *guard.slot);
+        auto block = co_await read_header_block(
+            client, buf, limits, first ? limits.header_timeout : limits.idle_timeout, *guard.slot);
         first = false;
         if (block.status == block_status::closed) break;
         if (block.status == block_status::too_large) {
@@ -127,8 +132,10 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
             break;
         }
         std::string problem;
-        if (block.status == block_status::malformed) problem = block.reason;
-        else problem = check_header_block(buffer_view(buf).substr(0, block.length));
+        if (block.status == block_status::malformed)
+            problem = block.reason;
+        else
+            problem = check_header_block(buffer_view(buf).substr(0, block.length));
         if (!problem.empty()) {
             co_await write_error(client, limits.idle_timeout, 400, "bad_request", problem, false);
             break;
@@ -156,14 +163,16 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         auto& req = parser.get();
         auto path = target_path(req.target());
         if (!path) {
-            co_await write_error(client, limits.idle_timeout, 400, "bad_request", "invalid request target", false);
+            co_await write_error(client, limits.idle_timeout, 400, "bad_request",
+                                 "invalid request target", false);
             break;
         }
         const auto* route = w.routes.match(req.method_string(), *path, req[http::field::host]);
         if (!route) {
             bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
             std::string message = "no route for " + std::string(req.method_string()) + " " + *path;
-            if (!co_await write_error(client, limits.idle_timeout, 404, "not_found", message, keep, req.version()) ||
+            if (!co_await write_error(client, limits.idle_timeout, 404, "not_found", message, keep,
+                                      req.version()) ||
                 !keep)
                 break;
             continue;

@@ -29,7 +29,8 @@ bool is_alive(tcp::socket& s) {
 
 upstream_pool::upstream_pool(net::any_io_executor ex, const config::upstream_config& cfg)
     : ex_(std::move(ex)), cfg_(cfg) {
-    for (const auto& t : cfg_.targets) targets_.push_back({t, {}, {}});
+    for (const auto& t : cfg_.targets)
+        targets_.push_back({t, {}, {}});
 }
 
 std::size_t upstream_pool::next_target() {
@@ -38,9 +39,8 @@ std::size_t upstream_pool::next_target() {
     return t;
 }
 
-net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(std::size_t target,
-                                                                           boost::system::error_code& ec,
-                                                                           bool allow_reuse) {
+net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
+    std::size_t target, boost::system::error_code& ec, bool allow_reuse) {
     auto& ts = targets_[target];
     while (allow_reuse && !ts.idle.empty()) {
         auto c = std::move(ts.idle.back());
@@ -53,13 +53,14 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(std:
     }
     if (ts.endpoints.empty()) {
         tcp::resolver resolver(ex_);
-        auto [rec, results] =
-            co_await resolver.async_resolve(ts.address.host, std::to_string(ts.address.port), use_nothrow);
+        auto [rec, results] = co_await resolver.async_resolve(
+            ts.address.host, std::to_string(ts.address.port), use_nothrow);
         if (rec) {
             ec = rec;
             co_return nullptr;
         }
-        for (const auto& r : results) ts.endpoints.push_back(r.endpoint());
+        for (const auto& r : results)
+            ts.endpoints.push_back(r.endpoint());
     }
     auto c = std::make_unique<upstream_connection>(ex_);
     c->target = target;
@@ -84,12 +85,14 @@ void upstream_pool::release(std::unique_ptr<upstream_connection> c) {
 }
 
 void upstream_pool::close_idle() {
-    for (auto& t : targets_) t.idle.clear();
+    for (auto& t : targets_)
+        t.idle.clear();
 }
 
 std::size_t upstream_pool::idle_count() const {
     std::size_t n = 0;
-    for (const auto& t : targets_) n += t.idle.size();
+    for (const auto& t : targets_)
+        n += t.idle.size();
     return n;
 }
 

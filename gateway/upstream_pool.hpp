@@ -23,7 +23,7 @@ struct upstream_connection {
 };
 
 class upstream_pool {
-public:
+  public:
     upstream_pool(boost::asio::any_io_executor ex, const config::upstream_config& cfg);
 
     const config::upstream_config& settings() const { return cfg_; }
@@ -34,9 +34,8 @@ public:
     /// An idle keep-alive connection to `target` if a live one is pooled, else a new one
     /// (resolve + connect within `connect_timeout`). Errors: resolve/connect failure,
     /// beast::error::timeout.
-    boost::asio::awaitable<std::unique_ptr<upstream_connection>> acquire(std::size_t target,
-                                                                        boost::system::error_code& ec,
-                                                                        bool allow_reuse = true);
+    boost::asio::awaitable<std::unique_ptr<upstream_connection>> acquire(
+        std::size_t target, boost::system::error_code& ec, bool allow_reuse = true);
 
     /// Returns a connection whose last exchange completed cleanly to the idle pool
     /// (or closes it when the pool is full).
@@ -47,10 +46,11 @@ public:
 
     std::size_t idle_count() const;
 
-private:
+  private:
     struct target_state {
         config::host_port address;
-        std::vector<boost::asio::ip::tcp::endpoint> endpoints;  ///< resolved once, refreshed on failure
+        std::vector<boost::asio::ip::tcp::endpoint>
+            endpoints;  ///< resolved once, refreshed on failure
         std::vector<std::unique_ptr<upstream_connection>> idle;
     };
     boost::asio::any_io_executor ex_;

@@ -27,7 +27,8 @@ void worker::begin_shutdown() {
     }
     for (auto& s : sessions)
         if (s.idle) s.stream->cancel();
-    for (auto& [name, p] : pools_) p->close_idle();
+    for (auto& [name, p] : pools_)
+        p->close_idle();
 }
 
 }  // namespace rategate::gateway

@@ -26,7 +26,7 @@ struct session_slot {
 };
 
 class worker {
-public:
+  public:
     /// `open_connections` counts client connections across all workers (max_connections).
     worker(std::shared_ptr<const config::config> cfg, std::atomic<std::size_t>& open_connections);
 
@@ -50,7 +50,7 @@ public:
     /// sessions close after their current response. Runs on this worker's thread.
     void begin_shutdown();
 
-private:
+  private:
     std::map<std::string, std::unique_ptr<upstream_pool>> pools_;
     std::vector<std::unique_ptr<char[]>> free_buffers_;
 };

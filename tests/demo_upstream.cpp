@@ -1,17 +1,16 @@
 // A small upstream server for the demo, the tests and docker-compose.
-//   GET|POST /anything      echo: JSON with method, path, query, headers, body (first 64 KiB), body_bytes
-//   /slow?ms=N              wait N ms, then echo
-//   /bytes?n=N[&chunked=1]  N bytes of 'x', sized (Content-Length) or chunked, streamed
-//   /status/N               status N with a small JSON body
-//   /headers?set=K:V        echo, with response header K: V added (repeatable)
-//   /eof?n=N                N bytes delimited by closing the connection (no Content-Length)
+//   GET|POST /anything      echo: JSON with method, path, query, headers, body (first 64 KiB),
+//   body_bytes /slow?ms=N              wait N ms, then echo /bytes?n=N[&chunked=1]  N bytes of 'x',
+//   sized (Content-Length) or chunked, streamed /status/N               status N with a small JSON
+//   body /headers?set=K:V        echo, with response header K: V added (repeatable) /eof?n=N N
+//   bytes delimited by closing the connection (no Content-Length)
 // Every echo carries "upstream" (the --name) and "connection" (a per-process connection number).
+#include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/program_options.hpp>
 #include <boost/url/parse.hpp>
-#include <atomic>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -34,7 +33,8 @@ struct request_info {
     std::uint64_t body_bytes = 0;
 };
 
-net::awaitable<bool> read_request(beast::tcp_stream& s, beast::flat_buffer& buf, request_info& out) {
+net::awaitable<bool> read_request(beast::tcp_stream& s, beast::flat_buffer& buf,
+                                  request_info& out) {
     http::request_parser<http::buffer_body> p;
     p.body_limit(boost::none);
     s.expires_after(std::chrono::seconds(60));
@@ -49,13 +49,15 @@ net::awaitable<bool> read_request(beast::tcp_stream& s, beast::flat_buffer& buf,
         if (rec && rec != http::error::need_buffer) co_return false;
         auto got = sizeof chunk - p.get().body().size;
         out.body_bytes += got;
-        if (out.body.size() < 65536) out.body.append(chunk, std::min<std::size_t>(got, 65536 - out.body.size()));
+        if (out.body.size() < 65536)
+            out.body.append(chunk, std::min<std::size_t>(got, 65536 - out.body.size()));
     }
     auto& m = p.get();
     out.header.method_string(m.method_string());
     out.header.target(m.target());
     out.header.version(m.version());
-    for (const auto& f : m) out.header.insert(f.name_string(), f.value());
+    for (const auto& f : m)
+        out.header.insert(f.name_string(), f.value());
     co_return true;
 }
 
@@ -64,8 +66,10 @@ nlohmann::json echo_json(const request_info& r, std::uint64_t connection) {
     for (const auto& f : r.header) {
         std::string name(f.name_string());
         std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-        if (headers.contains(name)) headers[name] = headers[name].get<std::string>() + ", " + std::string(f.value());
-        else headers[name] = std::string(f.value());
+        if (headers.contains(name))
+            headers[name] = headers[name].get<std::string>() + ", " + std::string(f.value());
+        else
+            headers[name] = std::string(f.value());
     }
     auto url = boost::urls::parse_origin_form(r.header.target());
     return {{"method", std::string(r.header.method_string())},
@@ -84,13 +88,16 @@ std::string param(const boost::urls::url_view& u, std::string_view key, std::str
     return it == u.params().end() ? fallback : std::string((*it).value);
 }
 
-net::awaitable<bool> send_bytes(beast::tcp_stream& s, bool keep_alive, unsigned version, std::uint64_t n,
-                                bool chunked, bool eof_delimited) {
+net::awaitable<bool> send_bytes(beast::tcp_stream& s, bool keep_alive, unsigned version,
+                                std::uint64_t n, bool chunked, bool eof_delimited) {
     http::response<http::buffer_body> res{http::status::ok, version};
     res.set(http::field::content_type, "application/octet-stream");
-    if (eof_delimited) keep_alive = false;
-    else if (chunked) res.chunked(true);
-    else res.content_length(n);
+    if (eof_delimited)
+        keep_alive = false;
+    else if (chunked)
+        res.chunked(true);
+    else
+        res.content_length(n);
     res.keep_alive(keep_alive);
     if (eof_delimited) res.erase(http::field::content_length);
     http::response_serializer<http::buffer_body> sr{res};
@@ -122,15 +129,18 @@ net::awaitable<void> session(tcp::socket socket) {
         unsigned version = r.header.version();
         if (path == "/bytes" || path == "/eof") {
             std::uint64_t n = std::stoull(param(*url, "n", "0"));
-            bool ok = co_await send_bytes(s, keep, version, n, param(*url, "chunked") == "1", path == "/eof");
+            bool ok = co_await send_bytes(s, keep, version, n, param(*url, "chunked") == "1",
+                                          path == "/eof");
             if (!ok) break;
             continue;
         }
         unsigned status = 200;
-        if (path.rfind("/status/", 0) == 0) status = static_cast<unsigned>(std::atoi(path.c_str() + 8));
+        if (path.rfind("/status/", 0) == 0)
+            status = static_cast<unsigned>(std::atoi(path.c_str() + 8));
         if (status < 100 || status > 599) status = 400;
         if (path == "/slow") {
-            net::steady_timer t(s.get_executor(), std::chrono::milliseconds(std::stoll(param(*url, "ms", "0"))));
+            net::steady_timer t(s.get_executor(),
+                                std::chrono::milliseconds(std::stoll(param(*url, "ms", "0"))));
             co_await t.async_wait(use_nothrow);
         }
         http::response<http::string_body> res{static_cast<http::status>(status), version};
@@ -139,9 +149,11 @@ net::awaitable<void> session(tcp::socket socket) {
             for (auto p : url->params())
                 if (p.key == "set") {
                     auto colon = p.value.find(':');
-                    if (colon != std::string::npos) res.insert(p.value.substr(0, colon), p.value.substr(colon + 1));
+                    if (colon != std::string::npos)
+                        res.insert(p.value.substr(0, colon), p.value.substr(colon + 1));
                 }
-        if (status != 204 && status != 304 && status >= 200) res.body() = echo_json(r, connection).dump();
+        if (status != 204 && status != 304 && status >= 200)
+            res.body() = echo_json(r, connection).dump();
         res.keep_alive(keep);
         res.prepare_payload();
         s.expires_after(std::chrono::seconds(60));
@@ -165,8 +177,8 @@ net::awaitable<void> listen(tcp::acceptor& acceptor) {
 
 int main(int argc, char** argv) {
     po::options_description opts("demo_upstream options");
-    opts.add_options()("help,h", "show help")("listen", po::value<std::string>()->default_value("127.0.0.1:9001"),
-                                              "address:port")(
+    opts.add_options()("help,h", "show help")(
+        "listen", po::value<std::string>()->default_value("127.0.0.1:9001"), "address:port")(
         "name", po::value<std::string>()->default_value(""), "instance name echoed in responses")(
         "threads", po::value<int>()->default_value(1), "event loops");
     po::variables_map vm;
@@ -182,7 +194,8 @@ int main(int argc, char** argv) {
         return 0;
     }
     auto listen_at = vm["listen"].as<std::string>();
-    name_of_instance = vm["name"].as<std::string>().empty() ? listen_at : vm["name"].as<std::string>();
+    name_of_instance =
+        vm["name"].as<std::string>().empty() ? listen_at : vm["name"].as<std::string>();
     auto colon = listen_at.rfind(':');
     tcp::endpoint ep{net::ip::make_address(listen_at.substr(0, colon)),
                      static_cast<unsigned short>(std::stoi(listen_at.substr(colon + 1)))};
@@ -197,7 +210,9 @@ int main(int argc, char** argv) {
     net::signal_set signals(ioc, SIGINT, SIGTERM);
     signals.async_wait([&](auto, int) { ioc.stop(); });
     std::vector<std::thread> pool;
-    for (int i = 1; i < threads; ++i) pool.emplace_back([&] { ioc.run(); });
+    for (int i = 1; i < threads; ++i)
+        pool.emplace_back([&] { ioc.run(); });
     ioc.run();
-    for (auto& t : pool) t.join();
+    for (auto& t : pool)
+        t.join();
 }

@@ -22,7 +22,9 @@ const char* minimal_prefix = R"("listen": "127.0.0.1:8080",
   "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
   "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "u" } ])";
 
-std::string with(const std::string& extra) { return std::string("{") + minimal_prefix + (extra.empty() ? "" : ",") + extra + "}"; }
+std::string with(const std::string& extra) {
+    return std::string("{") + minimal_prefix + (extra.empty() ? "" : ",") + extra + "}";
+}
 
 }  // namespace
 
@@ -107,31 +109,37 @@ TEST_CASE("every error is reported, each with its JSON path") {
       "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "missing" } ]
     })");
     CHECK(e.find("f.json: listen: port must be 1..65535") != std::string::npos);
-    CHECK(e.find("f.json: thread: unknown key \"thread\" (did you mean \"threads\"?)") != std::string::npos);
+    CHECK(e.find("f.json: thread: unknown key \"thread\" (did you mean \"threads\"?)") !=
+          std::string::npos);
     CHECK(e.find("f.json: upstreams.u.connect_timeout: ") != std::string::npos);
     CHECK(e.find("f.json: routes[0].upstream: no upstream named \"missing\"") != std::string::npos);
     CHECK(std::count(e.begin(), e.end(), '\n') == 4);
 }
 
 TEST_CASE("wrong types name the expected type") {
-    CHECK(errors_of(with(R"("threads": "two")")) == "f.json: threads: expected an integer, got a string\n");
+    CHECK(errors_of(with(R"("threads": "two")")) ==
+          "f.json: threads: expected an integer, got a string\n");
     CHECK(errors_of(with(R"("limits": { "max_connections": true })")) ==
           "f.json: limits.max_connections: expected an integer, got a boolean\n");
     CHECK(errors_of(with(R"("admin": [])")) == "f.json: admin: expected an object, got an array\n");
 }
 
 TEST_CASE("bad values are refused") {
-    CHECK(errors_of(with(R"("threads": -1)")) == "f.json: threads: must be between 0 and 1024, got -1\n");
-    CHECK(errors_of(with(R"("limits": { "max_body_bytes": "10 potatoes" })")).find("limits.max_body_bytes") !=
-          std::string::npos);
+    CHECK(errors_of(with(R"("threads": -1)")) ==
+          "f.json: threads: must be between 0 and 1024, got -1\n");
+    CHECK(errors_of(with(R"("limits": { "max_body_bytes": "10 potatoes" })"))
+              .find("limits.max_body_bytes") != std::string::npos);
     CHECK(errors_of(with(R"("limits": { "idle_timeout": "0s" })")) ==
           "f.json: limits.idle_timeout: duration must be greater than zero\n");
-    CHECK(errors_of(with(R"("redis": { "url": "http://x" })")).find("redis.url: expected redis://") !=
-          std::string::npos);
+    CHECK(
+        errors_of(with(R"("redis": { "url": "http://x" })")).find("redis.url: expected redis://") !=
+        std::string::npos);
     CHECK(errors_of(with(R"("redis": { "url": "redis://h:1/0", "clock": "wall" })")) ==
           "f.json: redis.clock: unknown value \"wall\" (expected one of \"redis\", \"gateway\")\n");
-    CHECK(errors_of(with(R"("identity": { "client_ip": { "trusted_proxies": ["10.0.0.0/33"] } })")) ==
-          "f.json: identity.client_ip.trusted_proxies[0]: \"10.0.0.0/33\" is not a CIDR block such as 10.0.0.0/8\n");
+    CHECK(
+        errors_of(with(R"("identity": { "client_ip": { "trusted_proxies": ["10.0.0.0/33"] } })")) ==
+        "f.json: identity.client_ip.trusted_proxies[0]: \"10.0.0.0/33\" is not a CIDR block such "
+        "as 10.0.0.0/8\n");
     CHECK(errors_of(with(R"("listen2": 1)")).find("unknown key \"listen2\"") != std::string::npos);
 }
 
@@ -143,20 +151,24 @@ TEST_CASE("limiter fields are validated per algorithm") {
           "f.json: limiters.l.rules[0].rate: must be > 0, got 0\n");
     CHECK(lim(R"({ "scope": "global", "algorithm": "fixed_window", "rules": [{ "limit": 5 }] })") ==
           "f.json: limiters.l.rules[0].window: is required\n");
-    CHECK(lim(R"({ "scope": "global", "algorithm": "fixed_window", "rules": [{ "limit": 5, "window": "1s", "burst": 3 }] })") ==
-          "f.json: limiters.l.rules[0].burst: unknown key \"burst\"\n");
-    CHECK(lim(R"({ "scope": "planet", "algorithm": "gcra", "rules": [{ "rate": 1 }] })").find("limiters.l.scope: unknown scope") !=
-          std::string::npos);
-    CHECK(lim(R"({ "scope": "global", "algorithm": "magic", "rules": [] })").find("limiters.l.algorithm: unknown value \"magic\"") !=
-          std::string::npos);
+    CHECK(
+        lim(R"({ "scope": "global", "algorithm": "fixed_window", "rules": [{ "limit": 5, "window": "1s", "burst": 3 }] })") ==
+        "f.json: limiters.l.rules[0].burst: unknown key \"burst\"\n");
+    CHECK(lim(R"({ "scope": "planet", "algorithm": "gcra", "rules": [{ "rate": 1 }] })")
+              .find("limiters.l.scope: unknown scope") != std::string::npos);
+    CHECK(lim(R"({ "scope": "global", "algorithm": "magic", "rules": [] })")
+              .find("limiters.l.algorithm: unknown value \"magic\"") != std::string::npos);
     CHECK(lim(R"({ "scope": "global", "algorithm": "gcra", "rules": [] })") ==
           "f.json: limiters.l.rules: expected a non-empty array of rules\n");
-    CHECK(lim(R"({ "scope": "user", "algorithm": "gcra", "rules": [{ "rate": 1 }], "ipv6_prefix": 64 })") ==
-          "f.json: limiters.l.ipv6_prefix: only applies to scope \"ip\"\n");
-    CHECK(lim(R"({ "scope": "global", "algorithm": "gcra", "rules": [{ "rate": 1 }], "mode": "dry" })").find("limiters.l.mode") !=
-          std::string::npos);
-    CHECK(lim(R"({ "scope": "global", "algorithm": "sliding_window_counter", "rules": [{ "limit": 1, "window": "1s", "buckets": 7 }] })")
-              .find("limiters.l.rules[0].buckets: window must divide") != std::string::npos);
+    CHECK(
+        lim(R"({ "scope": "user", "algorithm": "gcra", "rules": [{ "rate": 1 }], "ipv6_prefix": 64 })") ==
+        "f.json: limiters.l.ipv6_prefix: only applies to scope \"ip\"\n");
+    CHECK(
+        lim(R"({ "scope": "global", "algorithm": "gcra", "rules": [{ "rate": 1 }], "mode": "dry" })")
+            .find("limiters.l.mode") != std::string::npos);
+    CHECK(
+        lim(R"({ "scope": "global", "algorithm": "sliding_window_counter", "rules": [{ "limit": 1, "window": "1s", "buckets": 7 }] })")
+            .find("limiters.l.rules[0].buckets: window must divide") != std::string::npos);
 }
 
 TEST_CASE("route references and matches are checked") {
@@ -167,10 +179,13 @@ TEST_CASE("route references and matches are checked") {
         { "name": "a", "match": { "path_prefix": "api" }, "upstream": "u", "limiters": ["nope"] },
         { "name": "a", "match": { "methods": ["GET"] }, "upstream": "u", "on_limit": { "status": 200 } } ]
     })");
-    CHECK(e.find("f.json: routes[0].match.path_prefix: must start with \"/\"") != std::string::npos);
+    CHECK(e.find("f.json: routes[0].match.path_prefix: must start with \"/\"") !=
+          std::string::npos);
     CHECK(e.find("f.json: routes[0].limiters[0]: no limiter named \"nope\"") != std::string::npos);
-    CHECK(e.find("f.json: routes[1].match: needs \"path\" or \"path_prefix\"") != std::string::npos);
-    CHECK(e.find("f.json: routes[1].on_limit.status: must be between 400 and 599, got 200") != std::string::npos);
+    CHECK(e.find("f.json: routes[1].match: needs \"path\" or \"path_prefix\"") !=
+          std::string::npos);
+    CHECK(e.find("f.json: routes[1].on_limit.status: must be between 400 and 599, got 200") !=
+          std::string::npos);
     CHECK(e.find("f.json: routes[1].name: duplicate route name \"a\"") != std::string::npos);
 }
 
@@ -181,5 +196,7 @@ TEST_CASE("invalid JSON names the line") {
 
 TEST_CASE("missing required sections are reported together") {
     auto e = errors_of("{}");
-    CHECK(e == "f.json: listen: is required\nf.json: upstreams: is required\nf.json: routes: is required\n");
+    CHECK(e ==
+          "f.json: listen: is required\nf.json: upstreams: is required\nf.json: routes: is "
+          "required\n");
 }

@@ -23,20 +23,27 @@ TEST_CASE("bare LF and NUL are caught while scanning") {
 TEST_CASE("valid blocks pass") {
     CHECK(check_header_block("GET / HTTP/1.1\r\nHost: x\r\n\r\n").empty());
     CHECK(check_header_block("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n").empty());
-    CHECK(check_header_block("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").empty());
+    CHECK(
+        check_header_block("POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n").empty());
 }
 
 TEST_CASE("smuggling and malformed headers are refused with a reason") {
-    CHECK(check_header_block("POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n") ==
+    CHECK(check_header_block(
+              "POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n") ==
           "both Content-Length and Transfer-Encoding");
-    CHECK(check_header_block("POST / HTTP/1.1\r\nContent-Length: 5x\r\n\r\n") == "invalid Content-Length");
-    CHECK(check_header_block("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n") == "invalid Content-Length");
+    CHECK(check_header_block("POST / HTTP/1.1\r\nContent-Length: 5x\r\n\r\n") ==
+          "invalid Content-Length");
+    CHECK(check_header_block("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n") ==
+          "invalid Content-Length");
     CHECK(check_header_block("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n") ==
           "repeated Content-Length");
     CHECK(check_header_block("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n") ==
           "Transfer-Encoding must end with chunked");
-    CHECK(check_header_block("GET / HTTP/1.1\r\nHost : x\r\n\r\n") == "whitespace before colon in header");
-    CHECK(check_header_block("GET / HTTP/1.1\r\nX-A: 1\r\n  folded\r\n\r\n") == "obsolete line folding in header");
+    CHECK(check_header_block("GET / HTTP/1.1\r\nHost : x\r\n\r\n") ==
+          "whitespace before colon in header");
+    CHECK(check_header_block("GET / HTTP/1.1\r\nX-A: 1\r\n  folded\r\n\r\n") ==
+          "obsolete line folding in header");
     CHECK(check_header_block("GET / HTTP/1.1\r\nX-A: 1\rX\r\n\r\n") == "bare CR in header");
-    CHECK(check_header_block("GET / HTTP/1.1\r\n: novalue\r\n\r\n") == "header line without a field name");
+    CHECK(check_header_block("GET / HTTP/1.1\r\n: novalue\r\n\r\n") ==
+          "header line without a field name");
 }

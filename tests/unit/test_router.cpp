@@ -19,7 +19,9 @@ std::shared_ptr<const config::config> routes_config() {
       ]})",
                                 "test.json");
 }
-std::string name_of(const config::route_config* r) { return r ? r->name : "<none>"; }
+std::string name_of(const config::route_config* r) {
+    return r ? r->name : "<none>";
+}
 }  // namespace
 
 TEST_CASE("exact path beats the longest prefix, which beats a shorter one") {

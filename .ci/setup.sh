@@ -1,0 +1,28 @@
+# Sourced by ./run.sh, ./test.sh and bench/run.sh: installs the Debian 12 packages that are
+# missing and builds with CMake + Ninja (+ ccache).
+PACKAGES=(build-essential cmake ninja-build ccache pkg-config clang-format python3 curl
+          libboost1.81-all-dev nlohmann-json3-dev libspdlog-dev doctest-dev libhiredis-dev
+          redis-server redis-tools)
+
+install_packages() {
+    local missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "==> installing: ${missing[*]}"
+    local sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+install_deps() { install_packages "${PACKAGES[@]}"; }
+
+# build DIR [extra cmake args...]
+build() {
+    local dir=$1
+    shift
+    cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+    cmake --build "$dir" -j "$(nproc)"
+}
