@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Runs wrk against the upstream directly, nginx as a proxy and rategate as a proxy, interleaved,
+and prints medians of req/s, p50, p99, CPU µs per request and the ratios."""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--build-dir", default="build")
+parser.add_argument("-r", "--rounds", type=int, default=3)
+parser.add_argument("-d", "--duration", type=int, default=5)
+parser.add_argument("-c", "--connections", type=int, default=64)
+parser.add_argument("-w", "--warmup", type=int, default=2)
+parser.add_argument("--path", default="/api/items")
+parser.add_argument("--extra", action="append", default=[],
+                    help="NAME=CONFIG: another rategate target (its config's listen/upstream are overridden)")
+args = parser.parse_args()
+
+work = tempfile.mkdtemp(prefix="rategate-bench-")
+procs = []
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port):
+    for _ in range(200):
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("nothing on port %d" % port)
+
+
+def start(args_, name):
+    log = open(os.path.join(work, name + ".log"), "w")
+    p = subprocess.Popen(args_, stdout=log, stderr=subprocess.STDOUT)
+    procs.append(p)
+    return p
+
+
+def tree_cpu_seconds(pid):
+    """user+sys CPU of pid and its children (nginx master + worker)."""
+    total = 0
+    pids = [pid]
+    try:
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+        pids += [int(x) for x in out.split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            with open("/proc/%d/stat" % p) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total / CLK
+
+
+def nginx(name, body):
+    d = os.path.join(work, name)
+    os.makedirs(d)
+    conf = os.path.join(d, "nginx.conf")
+    with open(conf, "w") as f:
+        f.write("""worker_processes 1;
+pid %s/nginx.pid;
+error_log %s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %s;
+  proxy_temp_path %s;
+  keepalive_requests 1000000;
+  %s
+}
+""" % (d, d, d, d, body))
+    p = start(["nginx", "-p", d, "-c", conf, "-g", "daemon off;"], name)
+    return p
+
+
+up_port, nginx_port, gw_port = free_port(), free_port(), free_port()
+targets = {}
+up = nginx("upstream", 'server { listen 127.0.0.1:%d; location / { return 200 "ok\\n"; } }' % up_port)
+targets["direct"] = (up_port, up)
+px = nginx("nginx-proxy", """upstream backend { server 127.0.0.1:%d; keepalive 64; }
+  server { listen 127.0.0.1:%d; location / { proxy_pass http://backend; proxy_http_version 1.1;
+           proxy_set_header Connection ""; } }""" % (up_port, nginx_port))
+targets["nginx-proxy"] = (nginx_port, px)
+
+
+def rategate(name, port, base=None):
+    cfg = {"routes": [{"name": "bench", "match": {"path_prefix": "/"}, "upstream": "bench"}]}
+    if base:
+        with open(base) as f:
+            cfg = json.loads(re.sub(r"^\s*//.*$", "", f.read(), flags=re.M))
+    cfg["listen"] = "127.0.0.1:%d" % port
+    cfg["threads"] = 1
+    cfg.setdefault("upstreams", {})
+    for u in cfg["upstreams"].values():
+        u["targets"] = ["127.0.0.1:%d" % up_port]
+    cfg["upstreams"].setdefault("bench", {"targets": ["127.0.0.1:%d" % up_port]})
+    path = os.path.join(work, name + ".json")
+    with open(path, "w") as f:
+        json.dump(cfg, f)
+    return start([os.path.join(args.build_dir, "gateway", "rategate"), "--config", path, "--log-level", "warn"], name)
+
+
+targets["rategate"] = (gw_port, rategate("rategate", gw_port))
+for extra in args.extra:
+    name, cfgfile = extra.split("=", 1)
+    port = free_port()
+    targets[name] = (port, rategate(name, port, cfgfile))
+
+for port, _ in targets.values():
+    wait_port(port)
+
+
+def ms(text):
+    m = re.match(r"([\d.]+)(us|ms|s)", text)
+    v = float(m.group(1))
+    return {"us": v / 1000, "ms": v, "s": v * 1000}[m.group(2)]
+
+
+def wrk(port, duration):
+    out = subprocess.run(["wrk", "-t1", "-c%d" % args.connections, "-d%ds" % duration, "--latency",
+                          "-H", "X-User-Id: bench-user", "http://127.0.0.1:%d%s" % (port, args.path)],
+                         capture_output=True, text=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))
+    p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))
+    total = int(re.search(r"(\d+) requests in", out).group(1))
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    return rps, p50, p99, total, int(non2xx.group(1)) if non2xx else 0
+
+
+try:
+    for name, (port, _) in targets.items():
+        wrk(port, args.warmup)
+    samples = {n: [] for n in targets}
+    for r in range(args.rounds):
+        order = list(targets)
+        order = order[r % len(order):] + order[:r % len(order)]
+        for name in order:
+            port, proc = targets[name]
+            cpu0 = tree_cpu_seconds(proc.pid)
+            rps, p50, p99, total, non2xx = wrk(port, args.duration)
+            cpu = tree_cpu_seconds(proc.pid) - cpu0
+            samples[name].append({"rps": rps, "p50": p50, "p99": p99, "cpu_us": cpu * 1e6 / max(total, 1),
+                                  "non2xx": non2xx})
+            print("round %d %-14s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  %.1f us CPU/req  non-2xx %d"
+                  % (r + 1, name, rps, p50, p99, cpu * 1e6 / max(total, 1), non2xx), flush=True)
+    med = {n: {k: statistics.median(s[k] for s in v) for k in ("rps", "p50", "p99", "cpu_us")}
+           for n, v in samples.items()}
+    print()
+    print("| target | req/s (median) | p50 ms | p99 ms | CPU us/req | vs direct | vs nginx-proxy |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for n, m in med.items():
+        print("| %s | %.0f | %.2f | %.2f | %.1f | %.2f | %.2f |" % (
+            n, m["rps"], m["p50"], m["p99"], m["cpu_us"], m["rps"] / med["direct"]["rps"],
+            m["rps"] / med["nginx-proxy"]["rps"]))
+    print()
+    print("rategate/nginx-proxy = %.2f, rategate/direct = %.2f (medians of %d rounds, wrk -t1 -c%d -d%ds)" % (
+        med["rategate"]["rps"] / med["nginx-proxy"]["rps"], med["rategate"]["rps"] / med["direct"]["rps"],
+        args.rounds, args.connections, args.duration))
+finally:
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    shutil.rmtree(work, ignore_errors=True)

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Proxy overhead benchmark (one run, interleaved rounds, medians and ratios):
+#   direct      wrk -> nginx upstream (return 200 "ok")
+#   nginx-proxy wrk -> nginx (1 worker, keep-alive upstream pool) -> upstream
+#   rategate    wrk -> rategate (1 thread, no limiters) -> upstream
+# Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source .ci/setup.sh
+install_deps
+install_packages wrk nginx-light
+build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+exec python3 bench/proxy_bench.py --build-dir build "$@"

@@ -1,0 +1,14 @@
+#include "limiters/embedded_scripts.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace rategate::limiters {
+
+std::string_view embedded_script_source(std::string_view path) {
+    for (const auto& s : embedded_scripts())
+        if (s.path == path) return s.source;
+    throw std::out_of_range("no embedded script " + std::string(path));
+}
+
+}  // namespace rategate::limiters

@@ -1,0 +1,20 @@
+// The Lua scripts under limiters/, embedded at build time (limiters/embed_lua.cmake).
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace rategate::limiters {
+
+struct embedded_script {
+    std::string_view path;    ///< relative to limiters/, e.g. "lua/token_bucket.lua"
+    std::string_view source;  ///< the file's text
+};
+
+/// Every .lua file under limiters/, sorted by path.
+const std::vector<embedded_script>& embedded_scripts();
+
+/// The source of `path` (relative to limiters/); throws std::out_of_range when absent.
+std::string_view embedded_script_source(std::string_view path);
+
+}  // namespace rategate::limiters

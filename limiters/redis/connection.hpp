@@ -1,0 +1,96 @@
+// One Redis connection per event loop (no lock on the request path), driving the sans-I/O
+// multiplexer over Asio: auto-corked pipelined writes, FIFO replies, per-call deadlines, a
+// watchdog for a stalled server, idle PING, AUTH/SELECT and SCRIPT LOAD on every connect,
+// reconnect with capped exponential backoff and jitter, EVALSHA with transparent NOSCRIPT retry.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "limiters/redis/multiplexer.hpp"
+#include "limiters/redis/reply.hpp"
+
+namespace rategate::limiters::redis {
+
+struct connection_settings {
+    std::string host = "127.0.0.1";
+    std::uint16_t port = 6379;
+    std::string password;  ///< empty: no AUTH
+    int db = 0;
+    std::chrono::milliseconds connect_timeout{1000};  ///< resolve + connect + handshake
+    std::chrono::milliseconds command_timeout{50};    ///< per exec(): reply or timeout error
+    std::chrono::milliseconds watchdog{
+        1000};  ///< oldest unanswered command older than this: reconnect
+    std::chrono::milliseconds ping_interval{1000};  ///< PING when nothing was written for this long
+    std::chrono::milliseconds backoff_min{20};      ///< first reconnect delay (jittered)
+    std::chrono::milliseconds backoff_max{2000};    ///< reconnect delay cap
+    std::size_t max_pending = 65536;  ///< beyond this, exec() fails with too_many_pending
+};
+
+/// A Lua script loaded on every connect and called by SHA1.
+struct script {
+    std::string name;
+    std::string source;
+};
+
+/// The outcome of one command: a transport error, or a reply (which may be an error reply).
+struct result {
+    std::error_code ec;
+    reply value;
+};
+
+class connection {
+  public:
+    enum class health { connected, degraded, down };
+
+    connection(boost::asio::any_io_executor ex, connection_settings settings,
+               std::vector<script> scripts = {});
+    ~connection();  ///< stops the connection; pending calls fail with `stopped`
+    connection(const connection&) = delete;
+    connection& operator=(const connection&) = delete;
+
+    /// Starts connecting (and reconnecting) in the background on the executor.
+    void start();
+    void stop();
+
+    /// Sends one encoded command (see encode_command). Completes with the reply, or with
+    /// not_connected / too_many_pending at once, timeout after command_timeout,
+    /// connection_lost or stopped.
+    boost::asio::awaitable<result> exec(std::string encoded);
+
+    /// EVALSHA of script `index` (order given at construction); a NOSCRIPT reply is retried
+    /// once as EVAL, transparently, and counted in noscript_retries().
+    boost::asio::awaitable<result> eval(std::size_t index,
+                                        const std::vector<std::string_view>& keys,
+                                        const std::vector<std::string_view>& args);
+
+    /// connected; degraded (connected, but a call timed out in the last second); down.
+    health state() const;
+    /// The last connection or handshake error, for logs ("" when none).
+    std::string last_error() const;
+
+    struct counters {
+        std::uint64_t commands = 0;  ///< exec() calls
+        std::uint64_t errors = 0;    ///< calls that ended with a transport error
+        std::uint64_t timeouts = 0;
+        std::uint64_t reconnects = 0;        ///< successful connects after the first
+        std::uint64_t noscript_retries = 0;  ///< NOSCRIPT replies answered by EVAL
+        std::uint64_t writes = 0;            ///< socket writes
+        std::uint64_t commands_written = 0;  ///< commands in those writes
+    };
+    counters stats() const;
+
+    struct impl;
+
+  private:
+    std::shared_ptr<impl> impl_;
+};
+
+}  // namespace rategate::limiters::redis

@@ -1,0 +1,185 @@
+#include "limiters/redis/multiplexer.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+
+namespace rategate::limiters::redis {
+
+namespace {
+
+class category : public std::error_category {
+  public:
+    const char* name() const noexcept override { return "rategate.redis"; }
+    std::string message(int e) const override {
+        switch (static_cast<client_error>(e)) {
+            case client_error::connection_lost:
+                return "connection to Redis lost";
+            case client_error::not_connected:
+                return "not connected to Redis";
+            case client_error::timeout:
+                return "Redis command timed out";
+            case client_error::too_many_pending:
+                return "too many pending Redis commands";
+            case client_error::protocol_error:
+                return "Redis protocol error";
+            case client_error::handshake_failed:
+                return "Redis handshake (AUTH/SELECT/SCRIPT LOAD) failed";
+            case client_error::stopped:
+                return "Redis client stopped";
+        }
+        return "unknown Redis client error";
+    }
+};
+
+reply convert(const redisReply* r) {
+    reply out;
+    switch (r->type) {
+        case REDIS_REPLY_STRING:
+            out.type = reply::kind::string;
+            break;
+        case REDIS_REPLY_STATUS:
+            out.type = reply::kind::status;
+            break;
+        case REDIS_REPLY_ERROR:
+            out.type = reply::kind::error;
+            break;
+        case REDIS_REPLY_INTEGER:
+            out.type = reply::kind::integer;
+            break;
+        case REDIS_REPLY_ARRAY:
+            out.type = reply::kind::array;
+            break;
+        default:
+            out.type = reply::kind::nil;
+            break;
+    }
+    if (r->type == REDIS_REPLY_INTEGER) out.integer = r->integer;
+    if (r->str) out.str.assign(r->str, r->len);
+    if (r->type == REDIS_REPLY_ARRAY) {
+        out.elements.reserve(r->elements);
+        for (std::size_t i = 0; i < r->elements; ++i)
+            out.elements.push_back(convert(r->element[i]));
+    }
+    return out;
+}
+
+template <class Deque>
+typename Deque::iterator find_entry(Deque& d, multiplexer::handle h) {
+    auto it = std::lower_bound(d.begin(), d.end(), h,
+                               [](const auto& e, multiplexer::handle v) { return e.id < v; });
+    return (it != d.end() && it->id == h) ? it : d.end();
+}
+
+}  // namespace
+
+const std::error_category& client_category() {
+    static category c;
+    return c;
+}
+
+std::error_code make_error_code(client_error e) {
+    return {static_cast<int>(e), client_category()};
+}
+
+multiplexer::multiplexer() {
+    reset_reader();
+}
+
+multiplexer::~multiplexer() {
+    if (reader_) redisReaderFree(reader_);
+}
+
+void multiplexer::reset_reader() {
+    // A hiredis reader that hit a protocol error stays broken: always start a fresh one.
+    if (reader_) redisReaderFree(reader_);
+    reader_ = redisReaderCreate();
+    if (!reader_) throw std::bad_alloc();
+}
+
+multiplexer::handle multiplexer::push(std::string_view encoded, reply_sink* sink,
+                                      std::size_t replies) {
+    auto id = next_++;
+    waiting_.push_back(entry{id, sink, replies, std::string(encoded)});
+    return id;
+}
+
+std::string_view multiplexer::prepare_write() {
+    write_buffer_.clear();
+    staged_ = 0;
+    while (!waiting_.empty()) {
+        auto& e = waiting_.front();
+        write_buffer_ += e.payload;
+        e.payload = std::string();
+        in_flight_.push_back(std::move(e));
+        waiting_.pop_front();
+        ++staged_;
+    }
+    return write_buffer_;
+}
+
+void multiplexer::commit_write(clock::time_point now) {
+    if (staged_ == 0) return;
+    ++writes_;
+    commands_written_ += staged_;
+    // The staged entries are the newest in flight, unless replies already retired some.
+    auto n = std::min(staged_, in_flight_.size());
+    for (auto it = in_flight_.end() - static_cast<std::ptrdiff_t>(n); it != in_flight_.end();
+         ++it) {
+        it->written = true;
+        it->written_at = now;
+    }
+    staged_ = 0;
+}
+
+std::error_code multiplexer::consume(const char* data, std::size_t n) {
+    if (redisReaderFeed(reader_, data, n) != REDIS_OK) return client_error::protocol_error;
+    for (;;) {
+        void* raw = nullptr;
+        if (redisReaderGetReply(reader_, &raw) != REDIS_OK) return client_error::protocol_error;
+        if (!raw) return {};
+        auto* r = static_cast<redisReply*>(raw);
+        if (in_flight_.empty()) {
+            freeReplyObject(r);
+            return client_error::protocol_error;  // a reply nobody asked for: stream misaligned
+        }
+        auto& front = in_flight_.front();
+        if (--front.replies > 0) {
+            freeReplyObject(r);
+            continue;
+        }
+        auto* sink = front.sink;
+        if (staged_ > 0 && in_flight_.size() <= staged_) --staged_;
+        in_flight_.pop_front();
+        if (sink) sink->on_reply({}, convert(r));
+        freeReplyObject(r);
+    }
+}
+
+void multiplexer::abandon(handle h) {
+    if (auto it = find_entry(waiting_, h); it != waiting_.end()) {
+        waiting_.erase(it);
+        return;
+    }
+    if (auto it = find_entry(in_flight_, h); it != in_flight_.end()) it->sink = nullptr;
+}
+
+void multiplexer::fail_all(std::error_code ec) {
+    auto in_flight = std::move(in_flight_);
+    auto waiting = std::move(waiting_);
+    in_flight_.clear();
+    waiting_.clear();
+    staged_ = 0;
+    reset_reader();
+    for (auto* d : {&in_flight, &waiting})
+        for (auto& e : *d)
+            if (e.sink) e.sink->on_reply(ec, reply{});
+}
+
+std::optional<multiplexer::clock::time_point> multiplexer::oldest_written() const {
+    for (const auto& e : in_flight_)
+        if (e.written) return e.written_at;
+    return std::nullopt;
+}
+
+}  // namespace rategate::limiters::redis

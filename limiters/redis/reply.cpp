@@ -1,0 +1,31 @@
+#include "limiters/redis/reply.hpp"
+
+#include <hiredis/hiredis.h>
+
+#include <stdexcept>
+
+namespace rategate::limiters::redis {
+
+void append_command(std::string& out, const std::vector<std::string_view>& args) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    argv.reserve(args.size());
+    lens.reserve(args.size());
+    for (auto a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+    }
+    char* cmd = nullptr;
+    int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
+    if (n < 0) throw std::bad_alloc();
+    out.append(cmd, static_cast<std::size_t>(n));
+    redisFreeCommand(cmd);
+}
+
+std::string encode_command(const std::vector<std::string_view>& args) {
+    std::string out;
+    append_command(out, args);
+    return out;
+}
+
+}  // namespace rategate::limiters::redis

@@ -1,0 +1,164 @@
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "limiters/redis/multiplexer.hpp"
+
+using namespace rategate::limiters::redis;
+
+namespace {
+struct sink final : reply_sink {
+    std::vector<std::pair<std::error_code, reply>> got;
+    void on_reply(std::error_code ec, reply&& r) override { got.emplace_back(ec, std::move(r)); }
+};
+auto now() {
+    return std::chrono::steady_clock::now();
+}
+}  // namespace
+
+TEST_CASE("waiting commands are coalesced into one write") {
+    multiplexer m;
+    sink a, b, c;
+    m.push(encode_command({"GET", "a"}), &a);
+    m.push(encode_command({"GET", "b"}), &b);
+    m.push(encode_command({"SET", "c", "1"}), &c);
+    CHECK(m.has_waiting());
+    auto out = m.prepare_write();
+    CHECK(out ==
+          "*2\r\n$3\r\nGET\r\n$1\r\na\r\n*2\r\n$3\r\nGET\r\n$1\r\nb\r\n*3\r\n$3\r\nSET\r\n$"
+          "1\r\nc\r\n$1\r\n1\r\n");
+    CHECK_FALSE(m.has_waiting());
+    m.commit_write(now());
+    CHECK(m.writes() == 1);
+    CHECK(m.commands_written() == 3);
+    CHECK(m.pending() == 3);
+}
+
+TEST_CASE("replies complete requests in FIFO order, fed one byte at a time") {
+    multiplexer m;
+    sink a, b, c;
+    m.push("x", &a);
+    m.push("y", &b);
+    m.push("z", &c);
+    m.prepare_write();
+    m.commit_write(now());
+    std::string wire = "$5\r\nhello\r\n:42\r\n*2\r\n*1\r\n+OK\r\n$-1\r\n";
+    for (char ch : wire)
+        REQUIRE_FALSE(m.consume(&ch, 1));
+    REQUIRE(a.got.size() == 1);
+    CHECK(a.got[0].second.str == "hello");
+    REQUIRE(b.got.size() == 1);
+    CHECK(b.got[0].second.integer == 42);
+    REQUIRE(c.got.size() == 1);
+    const auto& arr = c.got[0].second;
+    CHECK(arr.type == reply::kind::array);
+    REQUIRE(arr.elements.size() == 2);
+    CHECK(arr.elements[0].elements[0].type == reply::kind::status);
+    CHECK(arr.elements[0].elements[0].str == "OK");
+    CHECK(arr.elements[1].type == reply::kind::nil);
+    CHECK(m.pending() == 0);
+}
+
+TEST_CASE("an error reply is data for its own request only") {
+    multiplexer m;
+    sink a, b;
+    m.push("x", &a);
+    m.push("y", &b);
+    m.prepare_write();
+    m.commit_write(now());
+    std::string wire = "-NOSCRIPT No matching script\r\n+PONG\r\n";
+    REQUIRE_FALSE(m.consume(wire.data(), wire.size()));
+    CHECK_FALSE(a.got[0].first);
+    CHECK(a.got[0].second.is_error("NOSCRIPT"));
+    CHECK(b.got[0].second.str == "PONG");
+}
+
+TEST_CASE("abandon before write removes the command; after write its reply is dropped") {
+    multiplexer m;
+    sink a, b, c;
+    auto ha = m.push(encode_command({"GET", "a"}), &a);
+    auto hb = m.push(encode_command({"GET", "b"}), &b);
+    m.abandon(ha);  // never written
+    auto out = m.prepare_write();
+    CHECK(out == encode_command({"GET", "b"}));
+    m.commit_write(now());
+    m.abandon(hb);  // written: its reply must still be consumed
+    m.push(encode_command({"GET", "c"}), &c);
+    m.prepare_write();
+    m.commit_write(now());
+    std::string wire = "$2\r\nbb\r\n$2\r\ncc\r\n";
+    REQUIRE_FALSE(m.consume(wire.data(), wire.size()));
+    CHECK(a.got.empty());
+    CHECK(b.got.empty());
+    REQUIRE(c.got.size() == 1);
+    CHECK(c.got[0].second.str == "cc");  // alignment held
+}
+
+TEST_CASE("a reply with an empty queue is a protocol violation") {
+    multiplexer m;
+    std::string wire = "+OK\r\n";
+    CHECK(m.consume(wire.data(), wire.size()) == client_error::protocol_error);
+}
+
+TEST_CASE("garbage is a protocol error, and fail_all resets the parser") {
+    multiplexer m;
+    sink a, b;
+    m.push("x", &a);
+    m.prepare_write();
+    m.commit_write(now());
+    std::string bad = "?what\r\n";
+    CHECK(m.consume(bad.data(), bad.size()) == client_error::protocol_error);
+    m.fail_all(client_error::connection_lost);
+    REQUIRE(a.got.size() == 1);
+    CHECK(a.got[0].first == client_error::connection_lost);
+    m.push("y", &b);
+    m.prepare_write();
+    m.commit_write(now());
+    std::string good = ":1\r\n";
+    REQUIRE_FALSE(m.consume(good.data(), good.size()));
+    CHECK(b.got[0].second.integer == 1);
+}
+
+TEST_CASE("fail_all fails written and waiting requests alike") {
+    multiplexer m;
+    sink a, b;
+    m.push("x", &a);
+    m.prepare_write();
+    m.commit_write(now());
+    m.push("y", &b);
+    m.fail_all(client_error::connection_lost);
+    CHECK(a.got.size() == 1);
+    CHECK(b.got.size() == 1);
+    CHECK(m.pending() == 0);
+}
+
+TEST_CASE("a reply may arrive before the write is committed") {
+    multiplexer m;
+    sink a, b;
+    m.push("x", &a);
+    m.prepare_write();
+    std::string wire = ":7\r\n";
+    REQUIRE_FALSE(m.consume(wire.data(), wire.size()));
+    m.commit_write(now());
+    CHECK(a.got.size() == 1);
+    CHECK_FALSE(m.oldest_written());
+    m.push("y", &b);
+    m.prepare_write();
+    auto t = now();
+    m.commit_write(t);
+    CHECK(m.oldest_written() == t);
+}
+
+TEST_CASE("the oldest written command is tracked for the watchdog") {
+    multiplexer m;
+    sink a;
+    CHECK_FALSE(m.oldest_written());
+    m.push("x", &a);
+    CHECK_FALSE(m.oldest_written());  // waiting is not written
+    m.prepare_write();
+    auto t = now();
+    m.commit_write(t);
+    CHECK(m.oldest_written() == t);
+}
