@@ -130,18 +130,23 @@ for port, _ in targets.values():
 
 
 def ms(text):
-    m = re.match(r"([\d.]+)(us|ms|s)", text)
+    m = re.match(r"([\d.]+)(us|ms|s|m)$", text)
+    if not m:
+        raise SystemExit("cannot parse wrk latency %r" % text)
     v = float(m.group(1))
-    return {"us": v / 1000, "ms": v, "s": v * 1000}[m.group(2)]
+    return {"us": v / 1000, "ms": v, "s": v * 1000, "m": v * 60000}[m.group(2)]
 
 
 def wrk(port, duration):
     out = subprocess.run(["wrk", "-t1", "-c%d" % args.connections, "-d%ds" % duration, "--latency",
                           "-H", "X-User-Id: bench-user", "http://127.0.0.1:%d%s" % (port, args.path)],
                          capture_output=True, text=True).stdout
+    if "Latency Distribution" not in out:
+        raise SystemExit("wrk failed against port %d:\n%s" % (port, out))
+    dist = out.split("Latency Distribution", 1)[1]
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))
-    p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))
+    p50 = ms(re.search(r"^\s*50%\s+(\S+)", dist, re.M).group(1))
+    p99 = ms(re.search(r"^\s*99%\s+(\S+)", dist, re.M).group(1))
     total = int(re.search(r"(\d+) requests in", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return rps, p50, p99, total, int(non2xx.group(1)) if non2xx else 0

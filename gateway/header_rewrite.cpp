@@ -26,23 +26,36 @@ void append_list(http::fields& f, Name name, std::string_view value) {
 }  // namespace
 
 void remove_hop_by_hop(http::fields& f) {
-    // Fields named by Connection are hop-by-hop too; collect before erasing.
-    std::vector<std::string> named;
+    // Fields named by Connection are hop-by-hop too (rare: only then is a list built).
+    std::vector<std::string> named;  // copies: the Connection field itself is erased below
     for (auto it = f.find(http::field::connection);
          it != f.end() && it->name() == http::field::connection; ++it)
         for (auto token : http::token_list{it->value()})
             named.emplace_back(token);
-    for (const auto& n : named) {
-        // Never let a client strip our framing through Connection.
-        if (boost::beast::iequals(n, "content-length") ||
-            boost::beast::iequals(n, "transfer-encoding") || boost::beast::iequals(n, "host"))
-            continue;
-        f.erase(n);
+    // One pass over the fields instead of one lookup per hop-by-hop name.
+    for (auto it = f.begin(); it != f.end();) {
+        bool hop = false;
+        switch (it->name()) {
+            case http::field::connection:
+            case http::field::keep_alive:
+            case http::field::proxy_connection:
+            case http::field::te:
+            case http::field::trailer:
+            case http::field::upgrade:
+            case http::field::expect:
+                hop = true;
+                break;
+            // Never let a client strip our framing or Host through Connection.
+            case http::field::content_length:
+            case http::field::transfer_encoding:
+            case http::field::host:
+                break;
+            default:
+                for (const auto& n : named)
+                    if (boost::beast::iequals(n, it->name_string())) hop = true;
+        }
+        it = hop ? f.erase(it) : std::next(it);
     }
-    for (auto name :
-         {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
-          http::field::te, http::field::trailer, http::field::upgrade, http::field::expect})
-        f.erase(name);
 }
 
 std::string rewrite_request_headers(http::fields& f, const client_info& client,

@@ -10,6 +10,7 @@
 #include <boost/beast/http/write.hpp>
 #include <optional>
 
+#include "gateway/deadline.hpp"
 #include "gateway/error_response.hpp"
 #include "gateway/header_rewrite.hpp"
 #include "gateway/router.hpp"
@@ -36,9 +37,9 @@ struct relay_result {
 // Streams the message held by parser `p` from `in` to `out` through serializer `sr`:
 // header first, then the body one buffer at a time (Beast's relay() shape).
 template <bool is_request>
-net::awaitable<relay_result> relay(beast::tcp_stream& in, beast::flat_buffer& in_buf,
+net::awaitable<relay_result> relay(timed_socket& in, beast::flat_buffer& in_buf,
                                    http::parser<is_request, http::buffer_body>& p,
-                                   beast::tcp_stream& out,
+                                   timed_socket& out,
                                    http::serializer<is_request, http::buffer_body>& sr,
                                    milliseconds read_timeout, milliseconds write_timeout, char* buf,
                                    std::size_t buf_size) {
@@ -48,9 +49,10 @@ net::awaitable<relay_result> relay(beast::tcp_stream& in, beast::flat_buffer& in
         if (!p.is_done()) {
             body.data = buf;
             body.size = buf_size;
-            in.expires_after(read_timeout);
-            auto [ec, n] = co_await http::async_read_some(in, in_buf, p, use_nothrow);
+            in.timer.expires_after(read_timeout);
+            auto [ec, n] = co_await http::async_read_some(in.socket, in_buf, p, use_nothrow);
             if (ec == http::error::need_buffer) ec = {};
+            if (ec && in.timer.expired()) ec = net::error::timed_out;
             if (ec) {
                 r.read = ec;
                 co_return r;
@@ -68,9 +70,10 @@ net::awaitable<relay_result> relay(beast::tcp_stream& in, beast::flat_buffer& in
             body.size = 0;
             body.more = false;
         }
-        out.expires_after(write_timeout);
-        auto [wec, wn] = co_await http::async_write(out, sr, use_nothrow);
+        out.timer.expires_after(write_timeout);
+        auto [wec, wn] = co_await http::async_write(out.socket, sr, use_nothrow);
         if (wec == http::error::need_buffer) wec = {};
+        if (wec && out.timer.expired()) wec = net::error::timed_out;
         if (wec) {
             r.write = wec;
             co_return r;
@@ -106,16 +109,16 @@ bool can_keep_alive(const request_parser& p) {
 
 }  // namespace
 
-net::awaitable<bool> write_error(beast::tcp_stream& client, milliseconds timeout, unsigned status,
+net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, unsigned status,
                                  std::string_view code, std::string_view message, bool keep_alive,
                                  unsigned version) {
     auto res = make_error_response(status, code, message, keep_alive, version == 10 ? 10 : 11);
-    client.expires_after(timeout);
-    auto [ec, n] = co_await http::async_write(client, res, use_nothrow);
+    client.timer.expires_after(timeout);
+    auto [ec, n] = co_await http::async_write(client.socket, res, use_nothrow);
     co_return !ec;
 }
 
-net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client,
+net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
                                    beast::flat_buffer& client_buffer, request_parser& parser,
                                    const config::route_config& route, std::string_view peer_ip) {
     auto& req = parser.get();
@@ -149,7 +152,7 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client,
     up = co_await pool.acquire(pool.next_target(), ec);
     if (ec && idempotent) up = co_await pool.acquire(pool.next_target(), ec);
     if (ec) {
-        bool timed_out = ec == beast::error::timeout;
+        bool timed_out = ec == net::error::timed_out;
         std::string message =
             (timed_out ? "timed out connecting to upstream \"" : "cannot connect to upstream \"") +
             route.upstream + "\"";
@@ -166,8 +169,9 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client,
 
     if (expect_continue && has_body) {
         static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
-        client.expires_after(limits.idle_timeout);
-        auto [wec, n] = co_await net::async_write(client, net::buffer(continue_line), use_nothrow);
+        client.timer.expires_after(limits.idle_timeout);
+        auto [wec, n] =
+            co_await net::async_write(client.socket, net::buffer(continue_line), use_nothrow);
         if (wec) co_return false;
     }
 
@@ -177,20 +181,22 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client,
         rp.emplace();
         rp->body_limit(boost::none);
         if (req.method() == http::verb::head) rp->skip(true);
-        up->stream.expires_after(up_cfg.response_timeout);
-        auto [hec, n] = co_await http::async_read_header(up->stream, up->buffer, *rp, use_nothrow);
+        up->io.timer.expires_after(up_cfg.response_timeout);
+        auto [hec, n] =
+            co_await http::async_read_header(up->io.socket, up->buffer, *rp, use_nothrow);
+        if (hec && up->io.timer.expired()) hec = net::error::timed_out;
         co_return hec;
     };
     for (int attempt = 0;; ++attempt) {
         http::serializer<true, http::buffer_body> sr{req};
         auto sent =
-            co_await relay<true>(client, client_buffer, parser, up->stream, sr, limits.idle_timeout,
+            co_await relay<true>(client, client_buffer, parser, up->io, sr, limits.idle_timeout,
                                  up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
         if (sent.read) {
             if (sent.read == http::error::body_limit)
                 co_return co_await fail(413, "body_too_large",
                                         "request body exceeds max_body_bytes");
-            if (sent.read == beast::error::timeout || sent.read == http::error::end_of_stream ||
+            if (sent.read == net::error::timed_out || sent.read == http::error::end_of_stream ||
                 sent.read == net::error::eof || sent.read == net::error::connection_reset)
                 co_return false;  // the client went away or stalled: nobody to answer
             std::string message = "malformed request body: " + sent.read.message();
@@ -208,7 +214,7 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client,
             if (!ec) continue;
             rec = ec;
         }
-        bool timed_out = rec == beast::error::timeout;
+        bool timed_out = rec == net::error::timed_out;
         std::string message =
             "upstream \"" + route.upstream + "\" " +
             (timed_out ? std::string("did not respond in time") : "failed: " + rec.message());
@@ -233,9 +239,8 @@ net::awaitable<bool> proxy_request(worker& w, beast::tcp_stream& client,
     res.version(client_version == 10 ? 10 : 11);
     res.keep_alive(client_keep_alive);
     http::serializer<false, http::buffer_body> rs{res};
-    auto got =
-        co_await relay<false>(up->stream, up->buffer, *rp, client, rs, up_cfg.response_timeout,
-                              limits.idle_timeout, buffer.get(), worker::relay_buffer_size);
+    auto got = co_await relay<false>(up->io, up->buffer, *rp, client, rs, up_cfg.response_timeout,
+                                     limits.idle_timeout, buffer.get(), worker::relay_buffer_size);
     if (got.read || got.write) {
         if (got.read)
             spdlog::warn("upstream {} broke mid-response: {}", route.upstream, got.read.message());

@@ -5,7 +5,6 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <string_view>
@@ -15,6 +14,7 @@
 namespace rategate::gateway {
 
 class worker;
+struct timed_socket;
 
 using request_parser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
 
@@ -22,16 +22,16 @@ using request_parser = boost::beast::http::request_parser<boost::beast::http::bu
 /// `client_buffer`) to `route`'s upstream and streams the response to the client.
 /// Error responses (502, 504, 400, 413) are written here. Returns true when the client
 /// connection can carry another request.
-boost::asio::awaitable<bool> proxy_request(worker& w, boost::beast::tcp_stream& client,
+boost::asio::awaitable<bool> proxy_request(worker& w, timed_socket& client,
                                            boost::beast::flat_buffer& client_buffer,
                                            request_parser& parser,
                                            const config::route_config& route,
                                            std::string_view peer_ip);
 
 /// Writes a JSON error response (SPEC §3) to the client. Returns false if the write failed.
-boost::asio::awaitable<bool> write_error(boost::beast::tcp_stream& client,
-                                         std::chrono::milliseconds timeout, unsigned status,
-                                         std::string_view code, std::string_view message,
-                                         bool keep_alive, unsigned version = 11);
+boost::asio::awaitable<bool> write_error(timed_socket& client, std::chrono::milliseconds timeout,
+                                         unsigned status, std::string_view code,
+                                         std::string_view message, bool keep_alive,
+                                         unsigned version = 11);
 
 }  // namespace rategate::gateway

@@ -93,6 +93,7 @@ server::~server() {
 void server::start() {
     for (auto& w : workers_) {
         net::co_spawn(w->ioc, accept_loop(*w), net::detached);
+        net::co_spawn(w->ioc, w->sweeper.run(), net::detached);
         running_.fetch_add(1);
         threads_.emplace_back([this, wp = w.get()] {
             try {

@@ -4,11 +4,11 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/url/parse.hpp>
 
+#include "gateway/deadline.hpp"
 #include "gateway/header_scan.hpp"
 #include "gateway/proxy.hpp"
 #include "gateway/worker.hpp"
@@ -40,7 +40,7 @@ std::string_view buffer_view(const beast::flat_buffer& b) {
 // Reads until `buf` holds a whole header block. The wait for the first byte is bounded by
 // `first_wait` (header_timeout for a new connection, idle_timeout between requests); from
 // the first byte on, the whole block must arrive within header_timeout (anti-slowloris).
-net::awaitable<block_result> read_header_block(beast::tcp_stream& s, beast::flat_buffer& buf,
+net::awaitable<block_result> read_header_block(timed_socket& s, beast::flat_buffer& buf,
                                                const config::limits_config& limits,
                                                std::chrono::milliseconds first_wait,
                                                session_slot& slot) {
@@ -55,15 +55,15 @@ net::awaitable<block_result> read_header_block(beast::tcp_stream& s, beast::flat
     skip_crlf();
     if (buf.size() == 0) {
         slot.idle = true;
-        s.expires_after(first_wait);
-        auto [ec, n] = co_await s.async_read_some(buf.prepare(16 * 1024), use_nothrow);
+        s.timer.expires_after(first_wait);
+        auto [ec, n] = co_await s.socket.async_read_some(buf.prepare(16 * 1024), use_nothrow);
         slot.idle = false;
         if (ec) co_return block_result{block_status::closed};
         buf.commit(n);
         skip_crlf();
     }
     slot.idle = false;
-    s.expires_after(limits.header_timeout);
+    s.timer.expires_after(limits.header_timeout);
     std::size_t resume = 0;
     for (;;) {
         auto view = buffer_view(buf);
@@ -75,7 +75,7 @@ net::awaitable<block_result> read_header_block(beast::tcp_stream& s, beast::flat
             co_return block_result{block_status::malformed, 0, end.reason};
         if (view.size() >= limits.max_header_bytes) co_return block_result{block_status::too_large};
         resume = end.resume;
-        auto [ec, n] = co_await s.async_read_some(buf.prepare(16 * 1024), use_nothrow);
+        auto [ec, n] = co_await s.socket.async_read_some(buf.prepare(16 * 1024), use_nothrow);
         if (ec) co_return block_result{block_status::closed};
         buf.commit(n);
     }
@@ -115,8 +115,8 @@ struct session_guard {
 
 net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     const std::string peer = peer_address(socket);
-    beast::tcp_stream client(std::move(socket));
-    session_guard guard{w, w.sessions.insert(w.sessions.end(), session_slot{&client, true})};
+    timed_socket client(std::move(socket), w.sweeper);
+    session_guard guard{w, w.sessions.insert(w.sessions.end(), session_slot{&client.socket, true})};
     const auto& limits = w.cfg->limits;
     beast::flat_buffer buf;
     bool first = true;
@@ -180,8 +180,8 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         if (!co_await proxy_request(w, client, buf, parser, *route, peer)) break;
     }
     error_code ignored;
-    client.socket().shutdown(net::ip::tcp::socket::shutdown_send, ignored);
-    client.close();
+    client.socket.shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+    client.socket.close(ignored);
 }
 
 }  // namespace rategate::gateway

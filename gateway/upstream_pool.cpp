@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
@@ -27,8 +28,9 @@ bool is_alive(tcp::socket& s) {
 
 }  // namespace
 
-upstream_pool::upstream_pool(net::any_io_executor ex, const config::upstream_config& cfg)
-    : ex_(std::move(ex)), cfg_(cfg) {
+upstream_pool::upstream_pool(net::any_io_executor ex, deadline_sweeper& sweeper,
+                             const config::upstream_config& cfg)
+    : ex_(std::move(ex)), sweeper_(sweeper), cfg_(cfg) {
     for (const auto& t : cfg_.targets)
         targets_.push_back({t, {}, {}});
 }
@@ -45,7 +47,9 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
     while (allow_reuse && !ts.idle.empty()) {
         auto c = std::move(ts.idle.back());
         ts.idle.pop_back();
-        if (is_alive(c->stream.socket())) {
+        // Probing costs a syscall: only for connections idle long enough to have been closed.
+        if (std::chrono::steady_clock::now() - c->idle_since < std::chrono::milliseconds(500) ||
+            is_alive(c->io.socket)) {
             c->reused = true;
             ec = {};
             co_return c;
@@ -62,17 +66,17 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
         for (const auto& r : results)
             ts.endpoints.push_back(r.endpoint());
     }
-    auto c = std::make_unique<upstream_connection>(ex_);
+    auto c = std::make_unique<upstream_connection>(ex_, sweeper_);
     c->target = target;
-    c->stream.expires_after(cfg_.connect_timeout);
-    auto [cec, endpoint] = co_await c->stream.async_connect(ts.endpoints, use_nothrow);
+    c->io.timer.expires_after(cfg_.connect_timeout);
+    auto [cec, endpoint] = co_await net::async_connect(c->io.socket, ts.endpoints, use_nothrow);
     if (cec) {
         ts.endpoints.clear();  // re-resolve next time: the address may have moved
-        ec = cec;
+        ec = c->io.timer.expired() ? make_error_code(net::error::timed_out) : cec;
         co_return nullptr;
     }
     boost::system::error_code ignored;
-    c->stream.socket().set_option(tcp::no_delay(true), ignored);
+    c->io.socket.set_option(tcp::no_delay(true), ignored);
     ec = {};
     co_return c;
 }
@@ -80,7 +84,8 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
 void upstream_pool::release(std::unique_ptr<upstream_connection> c) {
     auto& ts = targets_[c->target];
     if (ts.idle.size() >= cfg_.max_idle_per_target || c->buffer.size() != 0) return;  // closes it
-    c->stream.expires_never();
+    c->io.timer.expires_never();
+    c->idle_since = std::chrono::steady_clock::now();
     ts.idle.push_back(std::move(c));
 }
 

@@ -5,26 +5,29 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <memory>
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/deadline.hpp"
 
 namespace rategate::gateway {
 
 /// One connection to an upstream target with its read buffer.
 struct upstream_connection {
-    explicit upstream_connection(boost::asio::any_io_executor ex) : stream(ex) {}
-    boost::beast::tcp_stream stream;
+    upstream_connection(boost::asio::any_io_executor ex, deadline_sweeper& sweeper)
+        : io(boost::asio::ip::tcp::socket(ex), sweeper) {}
+    timed_socket io;
     boost::beast::flat_buffer buffer;
     std::size_t target = 0;
     bool reused = false;  ///< came from the idle pool (may be stale)
+    std::chrono::steady_clock::time_point idle_since{};
 };
 
 class upstream_pool {
   public:
-    upstream_pool(boost::asio::any_io_executor ex, const config::upstream_config& cfg);
+    upstream_pool(boost::asio::any_io_executor ex, deadline_sweeper& sweeper,
+                  const config::upstream_config& cfg);
 
     const config::upstream_config& settings() const { return cfg_; }
 
@@ -33,7 +36,7 @@ class upstream_pool {
 
     /// An idle keep-alive connection to `target` if a live one is pooled, else a new one
     /// (resolve + connect within `connect_timeout`). Errors: resolve/connect failure,
-    /// beast::error::timeout.
+    /// net::error::timed_out.
     boost::asio::awaitable<std::unique_ptr<upstream_connection>> acquire(
         std::size_t target, boost::system::error_code& ec, bool allow_reuse = true);
 
@@ -54,6 +57,7 @@ class upstream_pool {
         std::vector<std::unique_ptr<upstream_connection>> idle;
     };
     boost::asio::any_io_executor ex_;
+    deadline_sweeper& sweeper_;
     config::upstream_config cfg_;
     std::vector<target_state> targets_;
     std::size_t next_ = 0;

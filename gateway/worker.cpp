@@ -5,7 +5,7 @@ namespace rategate::gateway {
 worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>& open)
     : cfg(std::move(c)), routes(*cfg), open_connections(open) {
     for (const auto& [name, u] : cfg->upstreams)
-        pools_.emplace(name, std::make_unique<upstream_pool>(ioc.get_executor(), u));
+        pools_.emplace(name, std::make_unique<upstream_pool>(ioc.get_executor(), sweeper, u));
 }
 
 std::unique_ptr<char[]> worker::take_buffer() {
@@ -26,9 +26,10 @@ void worker::begin_shutdown() {
         acceptor->close(ignored);
     }
     for (auto& s : sessions)
-        if (s.idle) s.stream->cancel();
+        if (s.idle) s.socket->cancel();
     for (auto& [name, p] : pools_)
         p->close_idle();
+    sweeper.stop();
 }
 
 }  // namespace rategate::gateway

@@ -6,7 +6,6 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <list>
 #include <map>
 #include <memory>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/deadline.hpp"
 #include "gateway/router.hpp"
 #include "gateway/upstream_pool.hpp"
 
@@ -21,7 +21,7 @@ namespace rategate::gateway {
 
 /// A live client connection, registered so shutdown can close idle keep-alives.
 struct session_slot {
-    boost::beast::tcp_stream* stream = nullptr;
+    boost::asio::ip::tcp::socket* socket = nullptr;
     bool idle = true;  ///< waiting for the next request (safe to close)
 };
 
@@ -30,7 +30,9 @@ class worker {
     /// `open_connections` counts client connections across all workers (max_connections).
     worker(std::shared_ptr<const config::config> cfg, std::atomic<std::size_t>& open_connections);
 
-    boost::asio::io_context ioc{1};
+    // One thread per loop; the reactor needs no locking (posts from other threads still lock).
+    boost::asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+    deadline_sweeper sweeper;  ///< before the pools and sessions that register with it
     std::shared_ptr<const config::config> cfg;
     route_table routes;
     std::atomic<std::size_t>& open_connections;
