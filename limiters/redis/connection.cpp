@@ -1,6 +1,9 @@
 #include "limiters/redis/connection.hpp"
 
+#include <algorithm>
+#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
@@ -11,6 +14,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <optional>
 #include <random>
 
 namespace rategate::limiters::redis {
@@ -23,17 +27,21 @@ using namespace net::experimental::awaitable_operators;
 namespace {
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 
-// One pending exec(): the multiplexer completes it, which cancels the deadline timer the
-// caller is waiting on.
+// One pending exec(): the multiplexer completes it (reply, connection loss, or expire() at its
+// deadline), which resumes the caller. No timer per call: deadlines are swept by the watchdog.
 struct call final : reply_sink {
-    explicit call(const net::any_io_executor& ex) : timer(ex) {}
+    explicit call(net::any_io_executor e) : ex(std::move(e)) {}
     void on_reply(std::error_code e, reply&& r) override {
         done = true;
         ec = e;
         value = std::move(r);
-        timer.cancel();
+        if (handler) {
+            net::post(ex, [h = std::move(*handler)]() mutable { std::move(h)(); });
+            handler.reset();
+        }
     }
-    net::steady_timer timer;
+    net::any_io_executor ex;
+    std::optional<net::any_completion_handler<void()>> handler;
     bool done = false;
     std::error_code ec;
     reply value;
@@ -244,14 +252,17 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     }
 
     net::awaitable<void> watchdog() {
-        auto tick = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(100),
-                                                        settings.command_timeout);
+        // Call deadlines are swept at a fifth of command_timeout (at most every 100 ms).
+        auto tick = std::clamp<std::chrono::milliseconds>(settings.command_timeout / 5,
+                                                          std::chrono::milliseconds(1),
+                                                          std::chrono::milliseconds(100));
         net::steady_timer t(executor);
         for (;;) {
             t.expires_after(tick);
             co_await t.async_wait(use_nothrow);
             if (stopped) co_return;
             auto now = clock::now();
+            mux.expire(now);
             if (auto oldest = mux.oldest_written(); oldest && now - *oldest > settings.watchdog) {
                 // A stalled server must not grow memory without bound: drop and fail everything.
                 last_error = "Redis did not answer within the watchdog limit";
@@ -271,15 +282,13 @@ struct connection::impl : std::enable_shared_from_this<impl> {
         if (!connected) co_return fail(client_error::not_connected);
         if (mux.pending() >= settings.max_pending) co_return fail(client_error::too_many_pending);
         call c(executor);
-        c.timer.expires_after(settings.command_timeout);
-        auto h = mux.push(encoded, &c);
+        mux.push(std::move(encoded), &c, 1, clock::now() + settings.command_timeout);
         wake_writer();
-        co_await c.timer.async_wait(use_nothrow);
-        if (!c.done) {
-            mux.abandon(h);
+        co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
+            [&c](auto handler) { c.handler.emplace(std::move(handler)); }, net::use_awaitable);
+        if (c.ec == client_error::timeout) {
             ++stats.timeouts;
             last_timeout = clock::now();
-            co_return fail(client_error::timeout);
         }
         if (c.ec) ++stats.errors;
         co_return result{c.ec, std::move(c.value)};

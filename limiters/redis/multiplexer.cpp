@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace rategate::limiters::redis {
 
@@ -97,11 +98,33 @@ void multiplexer::reset_reader() {
     if (!reader_) throw std::bad_alloc();
 }
 
-multiplexer::handle multiplexer::push(std::string_view encoded, reply_sink* sink,
-                                      std::size_t replies) {
+multiplexer::handle multiplexer::push(std::string encoded, reply_sink* sink, std::size_t replies,
+                                      clock::time_point deadline) {
     auto id = next_++;
-    waiting_.push_back(entry{id, sink, replies, std::string(encoded)});
+    waiting_.push_back(entry{id, sink, replies, std::move(encoded), {}, deadline});
     return id;
+}
+
+std::size_t multiplexer::expire(clock::time_point now) {
+    std::size_t n = 0;
+    for (auto& e : in_flight_) {
+        if (e.sink && e.deadline < now) {
+            auto* sink = std::exchange(e.sink, nullptr);  // its reply will be read and dropped
+            sink->on_reply(client_error::timeout, reply{});
+            ++n;
+        }
+    }
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+        if (it->deadline < now) {
+            auto* sink = it->sink;
+            it = waiting_.erase(it);
+            if (sink) sink->on_reply(client_error::timeout, reply{});
+            ++n;
+        } else {
+            ++it;
+        }
+    }
+    return n;
 }
 
 std::string_view multiplexer::prepare_write() {

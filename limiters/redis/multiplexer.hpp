@@ -51,8 +51,10 @@ class multiplexer {
     multiplexer& operator=(const multiplexer&) = delete;
 
     /// Queues one or more already encoded commands that expect `replies` replies in total;
-    /// `sink` (may be null: fire and forget) gets the last reply. Returns a handle for abandon().
-    handle push(std::string_view encoded, reply_sink* sink, std::size_t replies = 1);
+    /// `sink` (may be null: fire and forget) gets the last reply, or `timeout` from expire()
+    /// once `deadline` has passed. Returns a handle for abandon().
+    handle push(std::string encoded, reply_sink* sink, std::size_t replies = 1,
+                clock::time_point deadline = clock::time_point::max());
 
     /// True when commands wait for a write.
     bool has_waiting() const { return !waiting_.empty(); }
@@ -70,6 +72,10 @@ class multiplexer {
     /// Forgets the sink of a request (timed out or cancelled). Not yet written: removed;
     /// written: stays in the FIFO and its reply is discarded.
     void abandon(handle h);
+
+    /// Completes every request whose deadline is before `now` with client_error::timeout and
+    /// abandons it (a written one keeps its FIFO place). Returns how many expired.
+    std::size_t expire(clock::time_point now);
 
     /// Completes every pending request with `ec` and resets the parser (connection lost).
     void fail_all(std::error_code ec);
@@ -89,6 +95,7 @@ class multiplexer {
         std::size_t replies;  ///< replies still expected
         std::string payload;  ///< only while waiting
         clock::time_point written_at{};
+        clock::time_point deadline = clock::time_point::max();
         bool written = false;
     };
     void reset_reader();
