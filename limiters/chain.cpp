@@ -1,0 +1,66 @@
+#include "limiters/chain.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace rategate::limiters {
+
+chain_decision decide_chain(const std::vector<const layer_spec*>& specs,
+                            const std::vector<const layer_state*>& states, double now, double cost,
+                            chain_writes& w) {
+    const std::size_t n = specs.size();
+    std::vector<verdict> verdicts(n);
+    w.commit.assign(n, false);
+    w.next.assign(n, layer_state{});
+    w.ttl_us.assign(n, 0);
+    for (std::size_t l = 0; l < n; ++l)
+        verdicts[l] = evaluate(*specs[l], *states[l], now, cost, w.next[l], w.ttl_us[l]);
+
+    chain_decision d;
+    bool all_wait = true;
+    for (std::size_t l = 0; l < n; ++l) {
+        const auto& v = verdicts[l];
+        if (specs[l]->shadow) {
+            if (!v.allowed) d.shadow_mask |= 1u << l;
+        } else if (!v.allowed) {
+            if (d.allowed) d.decider = static_cast<int>(l);
+            d.allowed = false;
+            d.retry_us = std::max(d.retry_us, v.retry_us);
+            if (v.wait_us > 0)
+                d.wait_us = std::max(d.wait_us, v.wait_us);
+            else
+                all_wait = false;
+        }
+    }
+    if (d.allowed) {
+        d.wait_us = 0;
+        for (std::size_t l = 0; l < n; ++l) {
+            if (!verdicts[l].allowed) continue;
+            if (!specs[l]->shadow && verdicts[l].reserved)
+                d.wait_us = std::max(d.wait_us, verdicts[l].wait_us);
+            w.commit[l] = true;
+        }
+    } else if (!all_wait) {
+        d.wait_us = 0;
+    }
+    if (!d.allowed) {
+        d.header_layer = d.decider;
+    } else {
+        double best = std::numeric_limits<double>::infinity();
+        for (std::size_t l = 0; l < n; ++l) {
+            if (!specs[l]->shadow && verdicts[l].remaining < best) {
+                best = verdicts[l].remaining;
+                d.header_layer = static_cast<int>(l);
+            }
+        }
+    }
+    if (d.header_layer >= 0) {
+        const auto& hv = verdicts[d.header_layer];
+        d.remaining = hv.remaining;
+        d.reset_us = hv.reset_us;
+        d.rule = hv.rule;
+    }
+    return d;
+}
+
+}  // namespace rategate::limiters

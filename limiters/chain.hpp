@@ -1,0 +1,40 @@
+// All-or-nothing decision of one request over a chain of layers (SPEC §2 "Limiters"): every
+// layer decides first; state is stored only if every enforced layer admits; shadow layers never
+// block and consume only when the request is admitted and they would admit it. The Lua twin is
+// limiters/lua/90_chain.lua.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "limiters/algorithms.hpp"
+
+namespace rategate::limiters {
+
+/// The decision for one request, in the same nine numbers the chain script returns.
+struct chain_decision {
+    bool allowed = true;
+    int decider = -1;       ///< first enforced layer that rejected (position in the chain), or -1
+    double wait_us = 0;     ///< admitted: reserved delay to wait before forwarding; rejected:
+                            ///< every rejecting layer would conform within its delay after this
+    double retry_us = 0;    ///< rejected: µs until the request could conform
+    int header_layer = -1;  ///< most restrictive enforced layer (for the RateLimit headers)
+    double remaining = 0;   ///< of that layer's most restrictive rule, after this request
+    double reset_us = 0;    ///< µs until that rule is fully available again
+    int rule = 0;           ///< that rule's index
+    std::uint32_t shadow_mask = 0;  ///< bit i: shadow layer i would have rejected
+};
+
+/// What decide_chain wants stored: for each layer, whether to write `next[i]` with `ttl_us[i]`.
+struct chain_writes {
+    std::vector<bool> commit;
+    std::vector<layer_state> next;
+    std::vector<double> ttl_us;
+};
+
+/// Decides one request of `cost` at `now_us` over `specs[i]` with current `states[i]`.
+chain_decision decide_chain(const std::vector<const layer_spec*>& specs,
+                            const std::vector<const layer_state*>& states, double now_us,
+                            double cost, chain_writes& writes);
+
+}  // namespace rategate::limiters

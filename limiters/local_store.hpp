@@ -1,0 +1,55 @@
+// The in-process limiter backend: layer state in a sharded hash map with logical expiry and a
+// memory bound. Used when the config has no `redis` section, for on_redis_error "local", and by
+// `rategate replay`. Each shard has its own mutex; a chain locks only the shards of its keys
+// (in shard order, so chains never deadlock): there is no global lock on the request path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "limiters/chain.hpp"
+
+namespace rategate::limiters {
+
+/// One layer of a request's chain: its key and its spec.
+struct layer_ref {
+    std::string key;
+    const layer_spec* spec;
+};
+
+class local_store {
+  public:
+    /// `max_keys`: bound on stored keys; beyond it idle (expired) keys go first, then the keys
+    /// closest to expiry.
+    explicit local_store(std::size_t max_keys = 1'000'000, std::size_t shards = 64);
+
+    /// Decides one request atomically over its chain at `now_us` (the limiter clock, µs).
+    chain_decision decide(const std::vector<layer_ref>& layers, double now_us, double cost);
+
+    /// The stored state of `key` as of `now_us` (nullopt when absent or logically expired).
+    std::optional<layer_state> peek(const std::string& key, double now_us) const;
+
+    std::size_t size() const;
+
+  private:
+    struct entry {
+        layer_state state;
+        double expires_at_us = 0;
+    };
+    struct shard {
+        mutable std::mutex mutex;
+        std::unordered_map<std::string, entry> map;
+    };
+    std::size_t shard_of(const std::string& key) const;
+    void make_room(shard& s, double now_us);
+
+    std::vector<std::unique_ptr<shard>> shards_;
+    std::size_t max_per_shard_;
+};
+
+}  // namespace rategate::limiters

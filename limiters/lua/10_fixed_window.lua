@@ -1,0 +1,25 @@
+-- fixed_window: counter reset at each window boundary (aligned to the epoch).
+-- State: window start, count.
+SIZE[1] = function(p) return 2 end
+A[1] = function(p, st, off, now, cost, delay, out)
+  local limit, window = p[1], p[2]
+  local current = floor(now / window) * window
+  local start, count = current, 0
+  if st then start, count = st[off + 1], st[off + 2] end
+  if current > start then
+    start = current
+    count = 0
+  end
+  local t = max(now, start)
+  local ok, retry, nxt = false, 0, count
+  if count + cost <= limit then
+    ok = true
+    nxt = count + cost
+  else
+    retry = start + window - t
+  end
+  out[off + 1] = start
+  out[off + 2] = nxt
+  local reset = start + window - t
+  return ok, false, 0, retry, max(0, limit - nxt), reset, (t - now) + (reset + 1000)
+end

@@ -1,0 +1,26 @@
+-- leaky_bucket as a meter: the level drains at rate per period. State: level, last.
+SIZE[4] = function(p) return 2 end
+A[4] = function(p, st, off, now, cost, delay, out)
+  local rate, period, capacity = p[1], p[2], p[3]
+  local level, last = 0, now
+  if st then level, last = st[off + 1], st[off + 2] end
+  local t = max(now, last)
+  level = max(0, level - (t - last) * rate / period)
+  local ok, reserved, wait, retry, nxt = false, false, 0, 0, level
+  if level + cost <= capacity then
+    ok = true
+    nxt = level + cost
+  else
+    local w = ceil((level + cost - capacity) * period / rate)
+    if delay > 0 and w <= delay and cost <= capacity then
+      ok, reserved, wait = true, true, w
+      nxt = level + cost
+    else
+      retry = w
+    end
+  end
+  out[off + 1] = nxt
+  out[off + 2] = t
+  local reset = ceil(nxt * period / rate)
+  return ok, reserved, wait, retry, max(0, floor(capacity - nxt)), reset, (t - now) + (reset + 1000)
+end

@@ -1,0 +1,29 @@
+-- gcra: generic cell rate algorithm (theoretical arrival time). State: tat, last.
+SIZE[6] = function(p) return 2 end
+A[6] = function(p, st, off, now, cost, delay, out)
+  local rate, period, burst = p[1], p[2], p[3]
+  local interval = period / rate
+  local tat, last = now, now
+  if st then tat, last = st[off + 1], st[off + 2] end
+  local t = max(now, last)
+  local base = max(tat, t)
+  local new_tat = base + cost * interval
+  local allow_at = new_tat - burst * interval
+  local ok, reserved, wait, retry, kept = false, false, 0, 0, base
+  if allow_at <= t then
+    ok = true
+    kept = new_tat
+  else
+    local w = ceil(allow_at - t)
+    if delay > 0 and w <= delay and cost <= burst then
+      ok, reserved, wait = true, true, w
+      kept = new_tat
+    else
+      retry = w
+    end
+  end
+  out[off + 1] = kept
+  out[off + 2] = t
+  local reset = ceil(kept - t)
+  return ok, reserved, wait, retry, max(0, floor((burst * interval - (kept - t)) / interval)), reset, (t - now) + (reset + 1000)
+end

@@ -1,0 +1,49 @@
+-- smooth_warming_up: Guava SmoothWarmingUp decided as tryAcquire(cost, delay); a new key is cold.
+-- State: stored permits, next free ticket, last time seen.
+SIZE[8] = function(p) return 3 end
+A[8] = function(p, st, off, now, cost, delay, out)
+  local rate, warmup, cold_factor = p[1], p[2], p[3]
+  local stable = 1e6 / rate
+  local cold = stable * cold_factor
+  local threshold = 0.5 * warmup / stable
+  local max_permits = threshold + 2.0 * warmup / (stable + cold)
+  local slope = (cold - stable) / (max_permits - threshold)
+  local cool_down = warmup / max_permits
+  local stored, next_free, last = max_permits, now, now
+  if st then stored, next_free, last = st[off + 1], st[off + 2], st[off + 3] end
+  local t = max(now, last)
+  local ok, reserved, wait, retry = false, false, 0, 0
+  if next_free - delay > t then
+    retry = ceil(next_free - t)
+  else
+    if t > next_free then
+      stored = min(max_permits, stored + (t - next_free) / cool_down)
+      next_free = t
+    end
+    local moment = next_free
+    local spend = min(cost, stored)
+    local fresh = cost - spend
+    local above = stored - threshold
+    local take = spend
+    local micros = 0
+    if above > 0 then
+      local above_take = min(above, take)
+      local length = (stable + above * slope) + (stable + (above - above_take) * slope)
+      micros = floor(above_take * length / 2.0)
+      take = take - above_take
+    end
+    micros = micros + floor(stable * take)
+    next_free = next_free + (micros + floor(fresh * stable))
+    stored = stored - spend
+    ok = true
+    wait = max(moment - t, 0)
+    reserved = wait > 0
+  end
+  out[off + 1] = stored
+  out[off + 2] = next_free
+  out[off + 3] = t
+  local remaining = 0
+  if not (next_free > t) then remaining = floor(stored) + 1 end
+  local reset = max(next_free - t, 0) + ceil((max_permits - stored) * cool_down)
+  return ok, reserved, wait, retry, remaining, reset, (t - now) + (reset + 1000)
+end

@@ -1,0 +1,249 @@
+// The Lua chain script on a real redis-server against the in-process twins: identical
+// decisions on random traces (10,000 per algorithm), batches, the chain rule read back from
+// Redis, TTLs, and hostile user ids.
+#include <doctest/doctest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
+#include <random>
+#include <sstream>
+
+#include "limiters/keys.hpp"
+#include "limiters/redis/connection.hpp"
+#include "limiters/redis_chain.hpp"
+#include "tests/support/redis_server.hpp"
+
+namespace net = boost::asio;
+using namespace rategate::limiters;
+using rategate::config::algorithm;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr double ms = 1000, s = 1'000'000;
+constexpr double epoch = 1'700'000'000'000'000.0;  // a realistic Unix time in µs
+
+template <class T>
+T run(net::io_context& ioc, net::awaitable<T> aw) {
+    auto fut = net::co_spawn(ioc, std::move(aw), net::use_future);
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (fut.wait_for(0s) != std::future_status::ready) {
+        REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "wall-clock cap exceeded");
+        ioc.run_one_for(10ms);
+    }
+    return fut.get();
+}
+
+// A connection with the chain script loaded, on a fresh redis-server.
+struct redis_fixture {
+    rategate::test::redis_server server;
+    net::io_context ioc;
+    redis::connection conn;
+    redis_fixture()
+        : conn(ioc.get_executor(), settings(server.port()),
+               {{"chain", std::string(chain_script())}}) {
+        conn.start();
+        auto until = std::chrono::steady_clock::now() + 5s;
+        while (conn.state() == redis::connection::health::down &&
+               std::chrono::steady_clock::now() < until)
+            ioc.run_one_for(10ms);
+        REQUIRE(conn.state() != redis::connection::health::down);
+    }
+    static redis::connection_settings settings(unsigned short port) {
+        redis::connection_settings cs;
+        cs.port = port;
+        cs.command_timeout = 5000ms;
+        cs.watchdog = 10000ms;
+        return cs;
+    }
+    std::vector<chain_decision> decide(
+        const std::vector<std::pair<const std::vector<layer_ref>*, double>>& reqs, double now) {
+        auto batch = encode_batch(reqs, now);
+        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
+        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        auto r = run(ioc, conn.eval(0, keys, args));
+        REQUIRE_FALSE(r.ec);
+        if (r.value.is_error()) FAIL("script error: " << r.value.str);
+        std::vector<chain_decision> out;
+        REQUIRE(decode_batch(r.value, out));
+        return out;
+    }
+    chain_decision decide(const std::vector<layer_ref>& layers, double now, double cost) {
+        return decide({{&layers, cost}}, now).at(0);
+    }
+};
+
+std::string describe(const chain_decision& d) {
+    std::ostringstream o;
+    o << "allowed=" << d.allowed << " decider=" << d.decider << " wait=" << d.wait_us
+      << " retry=" << d.retry_us << " header=" << d.header_layer << " remaining=" << d.remaining
+      << " reset=" << d.reset_us << " rule=" << d.rule << " shadow=" << d.shadow_mask;
+    return o.str();
+}
+
+// The twin's decision as the script reports it (integers, truncated like Redis does).
+chain_decision as_reported(chain_decision d) {
+    d.wait_us = static_cast<double>(static_cast<long long>(d.wait_us));
+    d.retry_us = static_cast<double>(static_cast<long long>(d.retry_us));
+    d.remaining = static_cast<double>(static_cast<long long>(d.remaining));
+    d.reset_us = static_cast<double>(static_cast<long long>(d.reset_us));
+    return d;
+}
+
+bool same(const chain_decision& a, const chain_decision& b) {
+    return a.allowed == b.allowed && a.decider == b.decider && a.wait_us == b.wait_us &&
+           a.retry_us == b.retry_us && a.header_layer == b.header_layer &&
+           a.remaining == b.remaining && a.reset_us == b.reset_us && a.rule == b.rule &&
+           a.shadow_mask == b.shadow_mask;
+}
+
+struct algo_case {
+    algorithm algo;
+    std::vector<rule_params> rules;
+};
+
+std::vector<algo_case> cases() {
+    return {
+        {algorithm::fixed_window, {{5, 1 * s, 0, 0}, {20, 10 * s, 0, 0}}},
+        {algorithm::sliding_window_log, {{5, 1 * s, 0, 0}, {12, 5 * s, 0, 0}}},
+        {algorithm::sliding_window_counter, {{6, 1 * s, 4, 0}, {20, 5 * s, 5, 0}}},
+        {algorithm::leaky_bucket, {{5, 1 * s, 5, 0}, {1.5, 1 * s, 3, 0}}},
+        {algorithm::token_bucket, {{3.7, 1 * s, 5, 0}, {20, 10 * s, 10, 0}}},
+        {algorithm::gcra, {{3.3, 1 * s, 4, 0}, {7, 2 * s, 9, 0}}},
+        {algorithm::smooth_bursty, {{2.5, 1.5, 10 * s, 0}, {7, 1, 3 * s, 0}}},
+        {algorithm::smooth_warming_up, {{3, 2 * s, 3, 0}, {10, 1 * s, 2.5, 0}}},
+    };
+}
+
+}  // namespace
+
+TEST_CASE("parity: Lua and C++ give identical decisions on random traces (10,000 per algorithm)") {
+    redis_fixture redis;
+    for (const auto& c : cases()) {
+        std::string name = to_string(c.algo);
+        CAPTURE(name);
+        layer_spec plain{c.algo, c.rules, false, 0};
+        layer_spec delayed{c.algo, c.rules, false, 300 * ms};
+        layer_spec shadow{c.algo, {c.rules[0]}, true, 0};
+        local_store twin;
+        std::mt19937_64 rng(static_cast<unsigned>(c.algo) * 7919 + 1);
+        std::string prefix = std::string("parity:") + to_string(c.algo) + ":";
+        // Chains per key: an enforced layer (half of them in delay mode) and a shadow layer.
+        std::vector<std::vector<layer_ref>> chains;
+        for (int k = 0; k < 24; ++k)
+            chains.push_back({{prefix + "e" + std::to_string(k), k % 2 ? &delayed : &plain},
+                              {prefix + "s" + std::to_string(k), &shadow}});
+        double now = epoch + static_cast<double>(rng() % 1'000'000'000);
+        int mismatches = 0, allowed = 0;
+        for (int i = 0; i < 10'000; ++i) {
+            auto pick = rng() % 100;
+            if (pick < 40) {
+            } else if (pick < 75) {
+                now += static_cast<double>(rng() % 50'000);
+            } else if (pick < 95) {
+                now += static_cast<double>(rng() % 3'000'000);
+            } else {
+                now -= static_cast<double>(rng() % 200'000);  // the clock steps back
+            }
+            const auto& chain = chains[rng() % (pick < 40 ? 3 : chains.size())];
+            double cost = rng() % 20 == 0 ? 12 : static_cast<double>(1 + rng() % 3);
+            auto expected = as_reported(twin.decide(chain, now, cost));
+            auto got = redis.decide(chain, now, cost);
+            allowed += got.allowed;
+            if (!same(expected, got) && ++mismatches <= 5)
+                FAIL_CHECK("decision " << i << " at " << std::fixed << now << " cost " << cost
+                                       << "\n  C++: " << describe(expected)
+                                       << "\n  Lua: " << describe(got));
+        }
+        CHECK(mismatches == 0);
+        MESSAGE(name << ": 10000 decisions, " << allowed << " allowed, " << mismatches
+                     << " mismatches");
+        CHECK(allowed > 500);
+        CHECK(allowed < 9500);
+    }
+}
+
+TEST_CASE("parity: one call deciding a batch equals the same requests decided one by one") {
+    redis_fixture redis;
+    layer_spec global{algorithm::token_bucket, {{50, 1 * s, 40, 0}}, false, 0};
+    layer_spec route{algorithm::sliding_window_log, {{30, 1 * s, 0, 0}}, false, 0};
+    layer_spec user{algorithm::gcra, {{2, 1 * s, 3, 0}}, false, 0};
+    std::vector<std::vector<layer_ref>> chains;
+    for (int u = 0; u < 10; ++u)
+        chains.push_back(
+            {{"b:global", &global}, {"b:route", &route}, {"b:user:" + std::to_string(u), &user}});
+    local_store twin;
+    double now = epoch;
+    for (int round = 0; round < 20; ++round) {
+        now += 150 * ms;
+        std::vector<std::pair<const std::vector<layer_ref>*, double>> batch;
+        for (int i = 0; i < 64; ++i)
+            batch.push_back({&chains[(i * 7 + round) % 10], 1});
+        auto got = redis.decide(batch, now);
+        REQUIRE(got.size() == 64);
+        for (int i = 0; i < 64; ++i) {
+            auto expected = as_reported(twin.decide(*batch[i].first, now, 1));
+            REQUIRE_MESSAGE(same(expected, got[i]), "round " << round << " request " << i
+                                                             << "\n  C++: " << describe(expected)
+                                                             << "\n  Lua: " << describe(got[i]));
+        }
+    }
+}
+
+TEST_CASE("chain rule on Redis: a rejection by the last layer leaves every earlier key unchanged") {
+    redis_fixture redis;
+    layer_spec global{algorithm::token_bucket, {{10, 1 * s, 100, 0}}, false, 0};
+    layer_spec route{algorithm::fixed_window, {{100, 60 * s, 0, 0}}, false, 0};
+    layer_spec log{algorithm::sliding_window_log, {{100, 60 * s, 0, 0}}, false, 0};
+    layer_spec user{algorithm::token_bucket, {{1, 1 * s, 2, 0}}, false, 0};
+    std::vector<layer_ref> chain{{"c:g", &global}, {"c:r", &route}, {"c:l", &log}, {"c:u", &user}};
+    double now = epoch;
+    CHECK(redis.decide(chain, now, 1).allowed);
+    CHECK(redis.decide(chain, now, 1).allowed);
+    auto g = redis.server.cli("GET c:g"), r = redis.server.cli("GET c:r"),
+         l = redis.server.cli("ZCARD c:l");
+    auto d = redis.decide(chain, now, 1);
+    CHECK_FALSE(d.allowed);
+    CHECK(d.decider == 3);
+    CHECK(redis.server.cli("GET c:g") == g);
+    CHECK(redis.server.cli("GET c:r") == r);
+    CHECK(redis.server.cli("ZCARD c:l") == l);
+    CHECK(l == "2");
+    // Every key carries a TTL.
+    for (auto key : {"c:g", "c:r", "c:l", "c:u"})
+        CHECK(std::stoll(redis.server.cli(std::string("PTTL ") + key)) > 0);
+}
+
+TEST_CASE("key hygiene on Redis: hostile user ids stay isolated") {
+    redis_fixture redis;
+    layer_spec user{algorithm::fixed_window, {{1, 60 * s, 0, 0}}, false, 0};
+    std::vector<std::string> ids = {
+        "a:b", "a%3Ab", "{x}", "x", std::string(10 * 1024, 'z'), std::string("\xff\xfe\n\r", 4),
+        "",    "u}{v"};
+    double now = epoch;
+    for (const auto& id : ids) {
+        std::vector<layer_ref> chain{
+            {layer_key("rategate:", "per-user", "u=" + escape_key_part(id)), &user}};
+        CHECK_MESSAGE(redis.decide(chain, now, 1).allowed,
+                      "first request of a distinct id must pass");
+        CHECK_FALSE(redis.decide(chain, now, 1).allowed);
+    }
+    CHECK(std::stoll(redis.server.cli("DBSIZE")) == static_cast<long long>(ids.size()));
+}
+
+TEST_CASE("clock redis: the script reads TIME when no time is passed") {
+    redis_fixture redis;
+    layer_spec spec{algorithm::fixed_window, {{2, 3600 * s, 0, 0}}, false, 0};
+    std::vector<layer_ref> chain{{"t:k", &spec}};
+    auto a = redis.decide(chain, -1, 1);
+    auto b = redis.decide(chain, -1, 1);
+    auto c = redis.decide(chain, -1, 1);
+    CHECK(a.allowed);
+    CHECK(b.allowed);
+    CHECK_FALSE(c.allowed);
+    CHECK(c.retry_us > 0);
+    CHECK(c.retry_us <= 3600 * s);
+}
