@@ -8,6 +8,7 @@
 
 #include "config/config.hpp"
 #include "config/units.hpp"
+#include "gateway/replay.hpp"
 #include "gateway/server.hpp"
 
 namespace po = boost::program_options;
@@ -124,7 +125,10 @@ int main(int argc, char** argv) {
         "config,c", po::value<std::string>(), "config file (JSON, // comments allowed)")(
         "log-level", po::value<std::string>()->default_value(""),
         "trace, debug, info, warn, error or off (overrides the config's log.level)")(
-        "command", po::value<std::string>(), "check: validate the config and print the routes");
+        "trace", po::value<std::string>(), "replay: the JSON Lines trace to replay")(
+        "backend", po::value<std::string>()->default_value("local"),
+        "replay: local (in-process) or redis")("command", po::value<std::string>(),
+                                               "check | replay");
     po::positional_options_description pos;
     pos.add("command", 1);
     po::variables_map vm;
@@ -157,7 +161,22 @@ int main(int argc, char** argv) {
         return 2;
     }
     if (command == "check") return run_check(file);
+    if (command == "replay") {
+        if (!vm.count("trace")) {
+            std::cerr << "rategate: replay needs --trace FILE\n";
+            return 2;
+        }
+        try {
+            auto cfg = config::load_config(file);
+            std::ios::sync_with_stdio(false);
+            return gateway::replay(*cfg, vm["trace"].as<std::string>(),
+                                   vm["backend"].as<std::string>(), std::cout, std::cerr);
+        } catch (const config::config_errors& e) {
+            std::cerr << e.what();
+            return 1;
+        }
+    }
     if (command.empty()) return run_gateway(file, level);
-    std::cerr << "rategate: unknown command \"" << command << "\" (expected check)\n";
+    std::cerr << "rategate: unknown command \"" << command << "\" (expected check or replay)\n";
     return 2;
 }

@@ -293,3 +293,17 @@ class GatewayTest(unittest.TestCase):
                         break
         if problems:
             self.fail("\n".join(problems))
+
+
+class RedisServer(Process):
+    """redis-server on a free loopback port, no persistence."""
+
+    def __init__(self, port=None, extra=()):
+        self.port = port or free_port()
+        super().__init__(["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                          "--appendonly", "no", "--daemonize", "no", "--logfile", ""] + list(extra), "redis")
+        wait_port(self.port, proc=self.proc)
+
+    def cli(self, *args):
+        return subprocess.run(["redis-cli", "-p", str(self.port)] + list(args), capture_output=True, text=True,
+                              timeout=10).stdout.strip()

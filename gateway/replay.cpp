@@ -1,0 +1,285 @@
+#include "gateway/replay.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "gateway/router.hpp"
+#include "limiters/policy.hpp"
+#include "limiters/redis/connection.hpp"
+#include "limiters/redis_chain.hpp"
+
+namespace rategate::gateway {
+
+namespace net = boost::asio;
+using json = nlohmann::json;
+
+namespace {
+
+struct counts {
+    std::uint64_t requests = 0, allowed = 0, limited = 0, delayed = 0, denied = 0;
+};
+struct limiter_counts {
+    std::uint64_t limited = 0, shadow_limited = 0, denied_missing_key = 0;
+};
+
+void append_number(std::string& out, double v) {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    out.append(buf, end);
+}
+
+void append_string(std::string& out, std::string_view s) {
+    out += json(s).dump();
+}
+
+bool iequals_ascii(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (std::tolower(static_cast<unsigned char>(a[i])) !=
+            std::tolower(static_cast<unsigned char>(b[i])))
+            return false;
+    return true;
+}
+
+// The Redis backend for replay: one connection, clock "gateway" (the trace's time).
+class redis_backend {
+  public:
+    explicit redis_backend(const config::redis_config& r)
+        : conn_(ioc_.get_executor(), settings(r),
+                {{"chain", std::string(limiters::chain_script())}}) {
+        conn_.start();
+        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+        while (conn_.state() == limiters::redis::connection::health::down &&
+               std::chrono::steady_clock::now() < until)
+            ioc_.run_one_for(std::chrono::milliseconds(10));
+        if (conn_.state() == limiters::redis::connection::health::down)
+            throw std::runtime_error("cannot reach Redis at " + r.host + ":" +
+                                     std::to_string(r.port) + ": " + conn_.last_error());
+    }
+    limiters::chain_decision decide(const std::vector<limiters::layer_ref>& refs, double now_us,
+                                    double cost) {
+        std::vector<std::pair<const std::vector<limiters::layer_ref>*, double>> one{{&refs, cost}};
+        auto batch = limiters::encode_batch(one, now_us);
+        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
+        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        auto fut = net::co_spawn(ioc_, conn_.eval(0, keys, args), net::use_future);
+        while (fut.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+            ioc_.run_one();
+        auto r = fut.get();
+        if (r.ec) throw std::runtime_error("Redis call failed: " + r.ec.message());
+        if (r.value.is_error()) throw std::runtime_error("Redis script error: " + r.value.str);
+        std::vector<limiters::chain_decision> out;
+        if (!limiters::decode_batch(r.value, out) || out.size() != 1)
+            throw std::runtime_error("malformed reply from the chain script");
+        return out[0];
+    }
+
+  private:
+    static limiters::redis::connection_settings settings(const config::redis_config& r) {
+        limiters::redis::connection_settings s;
+        s.host = r.host;
+        s.port = r.port;
+        s.password = r.password;
+        s.db = r.db;
+        s.command_timeout = std::chrono::milliseconds(10000);
+        s.watchdog = std::chrono::milliseconds(20000);
+        return s;
+    }
+    net::io_context ioc_{1};
+    limiters::redis::connection conn_;
+};
+
+}  // namespace
+
+int replay(const config::config& cfg, const std::string& trace_path, const std::string& backend,
+           std::ostream& out, std::ostream& err) {
+    std::ifstream in(trace_path);
+    if (!in) {
+        err << trace_path << ": cannot open trace\n";
+        return 1;
+    }
+    if (backend != "local" && backend != "redis") {
+        err << "rategate: --backend must be local or redis\n";
+        return 2;
+    }
+    if (backend == "redis" && !cfg.redis) {
+        err << cfg.source << ": redis: --backend redis needs a redis section in the config\n";
+        return 1;
+    }
+    limiters::policy pol(cfg);
+    route_table routes(cfg);
+    limiters::local_store store;
+    std::unique_ptr<redis_backend> redis;
+    try {
+        if (backend == "redis") redis = std::make_unique<redis_backend>(*cfg.redis);
+    } catch (const std::exception& e) {
+        err << "rategate: " << e.what() << "\n";
+        return 1;
+    }
+
+    std::map<std::string, counts> by_route;
+    std::map<std::string, limiter_counts> by_limiter;
+    counts total;
+    limiters::policy::request_keys keys;
+    std::string line, buffer;
+    buffer.reserve(1 << 20);
+    std::size_t line_no = 0;
+    double last_t = -INFINITY;
+    try {
+        while (std::getline(in, line)) {
+            ++line_no;
+            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+            auto fail = [&](const std::string& why) {
+                throw std::runtime_error(trace_path + ":" + std::to_string(line_no) + ": " + why);
+            };
+            json j = json::parse(line, nullptr, false);
+            if (j.is_discarded() || !j.is_object()) fail("not a JSON object");
+            auto t_it = j.find("t_ms");
+            if (t_it == j.end() || !t_it->is_number()) fail("\"t_ms\" (number) is required");
+            double t_ms = t_it->get<double>();
+            if (t_ms < last_t) fail("\"t_ms\" goes backwards");
+            last_t = t_ms;
+            int route = -1;
+            if (auto r = j.find("route"); r != j.end()) {
+                if (!r->is_string()) fail("\"route\" must be a string");
+                route = pol.route_index(r->get_ref<const std::string&>());
+                if (route < 0) fail("no route named \"" + r->get<std::string>() + "\"");
+            } else {
+                auto get = [&](const char* k, const char* def) {
+                    auto it = j.find(k);
+                    if (it == j.end()) return std::string(def);
+                    if (!it->is_string()) fail(std::string("\"") + k + "\" must be a string");
+                    return it->get<std::string>();
+                };
+                auto path = get("path", "");
+                if (path.empty())
+                    fail("needs \"route\", or \"path\" (with optional \"method\", \"host\")");
+                const auto* rc = routes.match(get("method", "GET"), path, get("host", ""));
+                if (!rc) fail("no route matches " + path);
+                route = static_cast<int>(rc - cfg.routes.data());
+            }
+            const auto& rc = cfg.routes[static_cast<std::size_t>(route)];
+            std::optional<std::string_view> user;
+            std::string user_text, ip;
+            if (auto u = j.find("user"); u != j.end() && !u->is_null()) {
+                if (!u->is_string()) fail("\"user\" must be a string");
+                user_text = u->get<std::string>();
+                user = user_text;
+            }
+            if (auto i = j.find("ip"); i != j.end()) {
+                if (!i->is_string()) fail("\"ip\" must be a string");
+                ip = i->get<std::string>();
+            }
+            const json* headers = nullptr;
+            if (auto h = j.find("headers"); h != j.end()) {
+                if (!h->is_object()) fail("\"headers\" must be an object");
+                headers = &*h;
+            }
+            double cost = static_cast<double>(rc.cost);
+            if (auto c = j.find("cost"); c != j.end()) {
+                if (!c->is_number() || c->get<double>() <= 0)
+                    fail("\"cost\" must be a positive number");
+                cost = c->get<double>();
+            }
+            limiters::identity who{user, ip, nullptr};
+            if (headers)
+                who.header = [headers](std::string_view name) -> std::optional<std::string_view> {
+                    for (auto it = headers->begin(); it != headers->end(); ++it)
+                        if (iequals_ascii(it.key(), name) && it->is_string())
+                            return std::string_view(it->get_ref<const std::string&>());
+                    return std::nullopt;
+                };
+            pol.keys_for(static_cast<std::size_t>(route), who, keys);
+
+            auto& rcount = by_route[rc.name];
+            ++rcount.requests;
+            ++total.requests;
+            buffer += "{\"route\":";
+            append_string(buffer, rc.name);
+            if (keys.denied_by) {
+                ++rcount.denied;
+                ++total.denied;
+                ++by_limiter[keys.denied_by->limiter->name].denied_missing_key;
+                buffer += ",\"allowed\":false,\"limiter\":";
+                append_string(buffer, keys.denied_by->limiter->name);
+                buffer += ",\"remaining\":0,\"retry_after_ms\":0,\"denied\":\"missing_key\"}\n";
+            } else {
+                double now_us = std::floor(t_ms * 1000.0);
+                auto d = redis ? redis->decide(keys.refs, now_us, cost)
+                               : store.decide(keys.refs, now_us, cost);
+                bool has_delay = false;
+                for (const auto* l : keys.layers)
+                    has_delay = has_delay || l->spec.delay_us > 0;
+                (d.allowed ? rcount.allowed : rcount.limited)++;
+                (d.allowed ? total.allowed : total.limited)++;
+                if (d.allowed && d.wait_us > 0) ++rcount.delayed, ++total.delayed;
+                buffer += d.allowed ? ",\"allowed\":true,\"limiter\":"
+                                    : ",\"allowed\":false,\"limiter\":";
+                if (d.decider >= 0) {
+                    const auto& name =
+                        keys.layers[static_cast<std::size_t>(d.decider)]->limiter->name;
+                    append_string(buffer, name);
+                    ++by_limiter[name].limited;
+                } else {
+                    buffer += "null";
+                }
+                buffer += ",\"remaining\":";
+                append_number(buffer, d.header_layer >= 0 ? d.remaining : -1);
+                buffer += ",\"retry_after_ms\":";
+                append_number(buffer, d.allowed ? 0 : std::ceil(d.retry_us / 1000.0));
+                if (has_delay) {
+                    buffer += ",\"wait_ms\":";
+                    append_number(buffer, d.wait_us / 1000.0);
+                }
+                if (d.shadow_mask) {
+                    buffer += ",\"shadow_limited\":[";
+                    bool first = true;
+                    for (std::size_t l = 0; l < keys.layers.size(); ++l) {
+                        if (!(d.shadow_mask & (1u << l))) continue;
+                        if (!first) buffer += ',';
+                        first = false;
+                        append_string(buffer, keys.layers[l]->limiter->name);
+                        ++by_limiter[keys.layers[l]->limiter->name].shadow_limited;
+                    }
+                    buffer += ']';
+                }
+                buffer += "}\n";
+            }
+            if (buffer.size() > (1 << 20) - 4096) {
+                out << buffer;
+                buffer.clear();
+            }
+        }
+    } catch (const std::exception& e) {
+        out << buffer;
+        out.flush();
+        err << e.what() << "\n";
+        return 1;
+    }
+    out << buffer;
+    json summary = {{"requests", total.requests}, {"allowed", total.allowed},
+                    {"limited", total.limited},   {"delayed", total.delayed},
+                    {"denied", total.denied},     {"backend", backend},
+                    {"routes", json::object()},   {"limiters", json::object()}};
+    for (const auto& [name, c] : by_route)
+        summary["routes"][name] = {{"requests", c.requests},
+                                   {"allowed", c.allowed},
+                                   {"limited", c.limited},
+                                   {"delayed", c.delayed},
+                                   {"denied", c.denied}};
+    for (const auto& [name, c] : by_limiter)
+        summary["limiters"][name] = {{"limited", c.limited},
+                                     {"shadow_limited", c.shadow_limited},
+                                     {"denied_missing_key", c.denied_missing_key}};
+    out << json{{"summary", summary}}.dump() << "\n";
+    return 0;
+}
+
+}  // namespace rategate::gateway
