@@ -1,5 +1,6 @@
 #include "gateway/error_response.hpp"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 namespace rategate::gateway {
@@ -16,6 +17,24 @@ http::response<http::string_body> make_error_response(unsigned status, std::stri
     // Replace invalid UTF-8 (e.g. echoed paths) rather than throwing.
     res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     res.keep_alive(keep_alive);
+    res.prepare_payload();
+    return res;
+}
+
+http::response<http::string_body> make_limited_response(unsigned status, std::string_view message,
+                                                        std::string_view limiter,
+                                                        double retry_after_us, bool keep_alive,
+                                                        unsigned version) {
+    auto res = make_error_response(status, "rate_limited", message, keep_alive, version);
+    auto retry_ms = static_cast<long long>(std::ceil(retry_after_us / 1000.0));
+    nlohmann::json body = {{"error", "rate_limited"},
+                           {"message", message},
+                           {"limiter", limiter},
+                           {"retry_after_ms", retry_ms}};
+    res.body() = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    res.set(http::field::retry_after,
+            std::to_string(
+                std::max<long long>(1, static_cast<long long>(std::ceil(retry_after_us / 1e6)))));
     res.prepare_payload();
     return res;
 }

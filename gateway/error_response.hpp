@@ -13,4 +13,10 @@ boost::beast::http::response<boost::beast::http::string_body> make_error_respons
     unsigned status, std::string_view code, std::string_view message, bool keep_alive,
     unsigned version = 11);
 
+/// The rate-limited response of SPEC §3: `status` (the route's on_limit), JSON body
+/// `{"error": "rate_limited", "message", "limiter", "retry_after_ms"}` and Retry-After.
+boost::beast::http::response<boost::beast::http::string_body> make_limited_response(
+    unsigned status, std::string_view message, std::string_view limiter, double retry_after_us,
+    bool keep_alive, unsigned version = 11);
+
 }  // namespace rategate::gateway

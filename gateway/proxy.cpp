@@ -13,6 +13,7 @@
 #include "gateway/deadline.hpp"
 #include "gateway/error_response.hpp"
 #include "gateway/header_rewrite.hpp"
+#include "gateway/ratelimit_headers.hpp"
 #include "gateway/router.hpp"
 #include "gateway/worker.hpp"
 
@@ -120,7 +121,8 @@ net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, uns
 
 net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
                                    beast::flat_buffer& client_buffer, request_parser& parser,
-                                   const config::route_config& route, std::string_view peer_ip) {
+                                   const config::route_config& route, std::string_view peer_ip,
+                                   const rate_headers* rate_limits) {
     auto& req = parser.get();
     const auto& limits = w.cfg->limits;
     auto& pool = w.pool(route.upstream);
@@ -226,6 +228,8 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
     auto& res = rp->get();
     const bool upstream_keep_alive = res.keep_alive();
     rewrite_response_headers(res, request_id);
+    if (rate_limits)
+        apply_rate_headers(res, route.headers, *rate_limits, /*keep_stricter_backend=*/true);
     const bool bodyless =
         req.method() == http::verb::head || res.result_int() == 204 || res.result_int() == 304;
     if (!bodyless && !res.has_content_length() && !res.chunked()) {

@@ -14,6 +14,7 @@
 namespace rategate::gateway {
 
 class worker;
+struct rate_headers;
 struct timed_socket;
 
 using request_parser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
@@ -26,8 +27,9 @@ boost::asio::awaitable<bool> proxy_request(worker& w, timed_socket& client,
                                            boost::beast::flat_buffer& client_buffer,
                                            request_parser& parser,
                                            const config::route_config& route,
-                                           std::string_view peer_ip);
+                                           std::string_view peer_ip, const rate_headers* limits);
 
+/// `limits`, when set, are the rate-limit headers to add to the response.
 /// Writes a JSON error response (SPEC §3) to the client. Returns false if the write failed.
 boost::asio::awaitable<bool> write_error(timed_socket& client, std::chrono::milliseconds timeout,
                                          unsigned status, std::string_view code,

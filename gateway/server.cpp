@@ -73,11 +73,14 @@ net::awaitable<void> accept_loop(worker& w) {
 
 }  // namespace
 
-server::server(std::shared_ptr<const config::config> cfg) : cfg_(std::move(cfg)) {
+server::server(std::shared_ptr<const config::config> cfg)
+    : cfg_(std::move(cfg)),
+      policy_(std::make_unique<limiters::policy>(*cfg_)),
+      local_(std::make_unique<limiters::local_store>()) {
     int n = cfg_->threads > 0 ? cfg_->threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     for (int i = 0; i < n; ++i) {
-        auto w = std::make_unique<worker>(cfg_, open_connections_);
+        auto w = std::make_unique<worker>(cfg_, open_connections_, *policy_, *local_);
         w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
         workers_.push_back(std::move(w));
     }
@@ -94,6 +97,7 @@ void server::start() {
     for (auto& w : workers_) {
         net::co_spawn(w->ioc, accept_loop(*w), net::detached);
         net::co_spawn(w->ioc, w->sweeper.run(), net::detached);
+        w->limits->start();
         running_.fetch_add(1);
         threads_.emplace_back([this, wp = w.get()] {
             try {

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "limiters/local_store.hpp"
+#include "limiters/policy.hpp"
 
 namespace rategate::gateway {
 
@@ -31,6 +33,8 @@ class server {
 
   private:
     std::shared_ptr<const config::config> cfg_;
+    std::unique_ptr<limiters::policy> policy_;      ///< shared, read-only
+    std::unique_ptr<limiters::local_store> local_;  ///< shared in-process limiter state
     std::atomic<std::size_t> open_connections_{0};
     std::vector<std::unique_ptr<worker>> workers_;
     std::vector<std::thread> threads_;

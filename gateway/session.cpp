@@ -6,11 +6,17 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
 #include <boost/url/parse.hpp>
+#include <optional>
 
 #include "gateway/deadline.hpp"
+#include "gateway/error_response.hpp"
 #include "gateway/header_scan.hpp"
+#include "gateway/limit_check.hpp"
 #include "gateway/proxy.hpp"
+#include "gateway/ratelimit_headers.hpp"
 #include "gateway/worker.hpp"
 
 namespace rategate::gateway {
@@ -102,6 +108,60 @@ std::optional<std::string> target_path(std::string_view target) {
     return std::nullopt;
 }
 
+enum class limit_step { forward, next, close };
+
+// Runs the route's limiter chain. A limited, denied or unavailable request is answered here;
+// an allowed one leaves the headers of its most restrictive layer in `rate`.
+net::awaitable<limit_step> check_limits(worker& w, timed_socket& client, request_parser& parser,
+                                        const config::route_config& route, const std::string& peer,
+                                        std::optional<rate_headers>& rate) {
+    const auto& cfg = *w.cfg;
+    auto& req = parser.get();
+    auto user_it = req.find(cfg.identity.user_header);
+    std::optional<std::string_view> user;
+    if (user_it != req.end() && !user_it->value().empty())
+        user = std::string_view(user_it->value());
+    auto xff = req.find("X-Forwarded-For");
+    std::string ip =
+        client_ip(peer, xff == req.end() ? std::string_view{} : std::string_view(xff->value()),
+                  cfg.identity.trusted_proxies);
+    limiters::identity who{user, ip,
+                           [&req](std::string_view name) -> std::optional<std::string_view> {
+                               auto it = req.find(name);
+                               if (it == req.end()) return std::nullopt;
+                               return std::string_view(it->value());
+                           }};
+    auto route_index = static_cast<std::size_t>(&route - cfg.routes.data());
+    auto out = co_await w.limits->check(route_index, who, static_cast<double>(route.cost));
+    const auto& d = out.decision;
+    std::optional<rate_headers> headers;
+    if (out.header && d.header_layer >= 0)
+        headers = describe_layer(*out.header, d.rule, d.remaining, d.reset_us);
+    if (out.what == limit_outcome::kind::pass) {
+        rate = headers;
+        co_return limit_step::forward;
+    }
+    // The body was not read: the connection can only continue if there was none.
+    bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
+    http::response<http::string_body> res;
+    if (out.what == limit_outcome::kind::limited) {
+        res = make_limited_response(static_cast<unsigned>(route.on_limit_status),
+                                    route.on_limit_message, out.decider->limiter->name, d.retry_us,
+                                    keep, req.version());
+        if (headers) apply_rate_headers(res, route.headers, *headers, false);
+    } else if (out.what == limit_outcome::kind::denied) {
+        std::string message =
+            "request lacks the key of limiter \"" + out.decider->limiter->name + "\"";
+        res = make_error_response(403, "forbidden", message, keep, req.version());
+    } else {
+        res = make_error_response(503, "limiter_unavailable",
+                                  "rate-limit backend (Redis) unavailable", keep, req.version());
+    }
+    client.timer.expires_after(cfg.limits.idle_timeout);
+    auto [ec, n] = co_await http::async_write(client.socket, res, use_nothrow);
+    co_return (ec || !keep) ? limit_step::close : limit_step::next;
+}
+
 struct session_guard {
     worker& w;
     std::list<session_slot>::iterator slot;
@@ -177,7 +237,14 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
                 break;
             continue;
         }
-        if (!co_await proxy_request(w, client, buf, parser, *route, peer)) break;
+        std::optional<rate_headers> rate;
+        if (!route->limiters.empty()) {
+            auto verdict = co_await check_limits(w, client, parser, *route, peer, rate);
+            if (verdict == limit_step::close) break;
+            if (verdict == limit_step::next) continue;
+        }
+        if (!co_await proxy_request(w, client, buf, parser, *route, peer, rate ? &*rate : nullptr))
+            break;
     }
     error_code ignored;
     client.socket.shutdown(net::ip::tcp::socket::shutdown_send, ignored);

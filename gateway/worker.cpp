@@ -2,11 +2,17 @@
 
 namespace rategate::gateway {
 
-worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>& open)
-    : cfg(std::move(c)), routes(*cfg), open_connections(open) {
+worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>& open,
+               const limiters::policy& policy, limiters::local_store& local)
+    : cfg(std::move(c)),
+      routes(*cfg),
+      limits(std::make_unique<limit_checker>(ioc.get_executor(), *cfg, policy, local)),
+      open_connections(open) {
     for (const auto& [name, u] : cfg->upstreams)
         pools_.emplace(name, std::make_unique<upstream_pool>(ioc.get_executor(), sweeper, u));
 }
+
+worker::~worker() = default;
 
 std::unique_ptr<char[]> worker::take_buffer() {
     if (free_buffers_.empty()) return std::make_unique<char[]>(relay_buffer_size);
@@ -30,6 +36,7 @@ void worker::begin_shutdown() {
     for (auto& [name, p] : pools_)
         p->close_idle();
     sweeper.stop();
+    limits->stop();
 }
 
 }  // namespace rategate::gateway

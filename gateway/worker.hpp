@@ -14,6 +14,7 @@
 
 #include "config/config.hpp"
 #include "gateway/deadline.hpp"
+#include "gateway/limit_check.hpp"
 #include "gateway/router.hpp"
 #include "gateway/upstream_pool.hpp"
 
@@ -28,13 +29,16 @@ struct session_slot {
 class worker {
   public:
     /// `open_connections` counts client connections across all workers (max_connections).
-    worker(std::shared_ptr<const config::config> cfg, std::atomic<std::size_t>& open_connections);
+    worker(std::shared_ptr<const config::config> cfg, std::atomic<std::size_t>& open_connections,
+           const limiters::policy& policy, limiters::local_store& local);
+    ~worker();
 
     // One thread per loop; the reactor needs no locking (posts from other threads still lock).
     boost::asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
     deadline_sweeper sweeper;  ///< before the pools and sessions that register with it
     std::shared_ptr<const config::config> cfg;
     route_table routes;
+    std::unique_ptr<limit_checker> limits;  ///< this loop's limiter backend(s)
     std::atomic<std::size_t>& open_connections;
     std::optional<boost::asio::ip::tcp::acceptor> acceptor;
     std::list<session_slot> sessions;

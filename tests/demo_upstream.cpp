@@ -128,7 +128,7 @@ net::awaitable<void> session(tcp::socket socket) {
         bool keep = r.header.keep_alive();
         unsigned version = r.header.version();
         if (path == "/bytes" || path == "/eof") {
-            std::uint64_t n = std::stoull(param(*url, "n", "0"));
+            std::uint64_t n = std::strtoull(param(*url, "n", "0").c_str(), nullptr, 10);
             bool ok = co_await send_bytes(s, keep, version, n, param(*url, "chunked") == "1",
                                           path == "/eof");
             if (!ok) break;
@@ -140,7 +140,8 @@ net::awaitable<void> session(tcp::socket socket) {
         if (status < 100 || status > 599) status = 400;
         if (path == "/slow") {
             net::steady_timer t(s.get_executor(),
-                                std::chrono::milliseconds(std::stoll(param(*url, "ms", "0"))));
+                                std::chrono::milliseconds(
+                                    std::strtoll(param(*url, "ms", "0").c_str(), nullptr, 10)));
             co_await t.async_wait(use_nothrow);
         }
         http::response<http::string_body> res{static_cast<http::status>(status), version};
@@ -168,8 +169,11 @@ net::awaitable<void> listen(tcp::acceptor& acceptor) {
     for (;;) {
         auto [ec, socket] = co_await acceptor.async_accept(use_nothrow);
         if (ec) continue;
-        socket.set_option(tcp::no_delay(true));
-        net::co_spawn(acceptor.get_executor(), session(std::move(socket)), net::detached);
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        // A session that throws (bad query, peer reset) ends alone; the server keeps serving.
+        net::co_spawn(acceptor.get_executor(), session(std::move(socket)),
+                      [](std::exception_ptr) {});
     }
 }
 

@@ -1,0 +1,320 @@
+#include "gateway/limit_check.hpp"
+
+#include <arpa/inet.h>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "limiters/redis/connection.hpp"
+#include "limiters/redis_chain.hpp"
+
+namespace rategate::gateway {
+
+namespace net = boost::asio;
+using limiters::chain_decision;
+
+namespace {
+
+constexpr std::size_t max_batch = 64;              // decisions per EVALSHA
+constexpr std::size_t max_waiting_per_key = 1024;  // shaped requests held per key and event loop
+
+double wall_clock_us() {
+    return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+limiters::redis::connection_settings settings_of(const config::redis_config& r) {
+    limiters::redis::connection_settings s;
+    s.host = r.host;
+    s.port = r.port;
+    s.password = r.password;
+    s.db = r.db;
+    s.command_timeout = r.command_timeout;
+    s.connect_timeout = std::max(std::chrono::milliseconds(200), r.command_timeout * 4);
+    s.watchdog = std::max(std::chrono::milliseconds(500), r.command_timeout * 10);
+    return s;
+}
+
+}  // namespace
+
+// Folds the decisions requested during one event-loop turn into one EVALSHA (up to max_batch
+// per call): decide() queues and suspends; a flush posted behind the current handlers sends
+// the queue; the reply resumes every waiter.
+struct limit_checker::batcher {
+    struct pending {
+        const std::vector<limiters::layer_ref>* refs;
+        double cost;
+        chain_decision result;
+        std::error_code ec;
+        std::optional<net::any_completion_handler<void()>> handler;
+    };
+
+    batcher(net::any_io_executor ex,
+            std::vector<std::unique_ptr<limiters::redis::connection>>& conns,
+            limit_counters& counters, bool redis_clock)
+        : ex_(std::move(ex)), conns_(conns), counters_(counters), redis_clock_(redis_clock) {}
+
+    net::awaitable<std::pair<std::error_code, chain_decision>> decide(
+        const std::vector<limiters::layer_ref>& refs, double cost) {
+        pending p{&refs, cost, {}, {}, {}};
+        queue_.push_back(&p);
+        if (!flush_posted_) {
+            flush_posted_ = true;
+            net::post(ex_, [this] { flush(); });
+        }
+        co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
+            [&p](auto handler) { p.handler.emplace(std::move(handler)); }, net::use_awaitable);
+        co_return std::pair{p.ec, p.result};
+    }
+
+    void flush() {
+        flush_posted_ = false;
+        while (!queue_.empty()) {
+            auto n = std::min(max_batch, queue_.size());
+            std::vector<pending*> chunk(queue_.begin(),
+                                        queue_.begin() + static_cast<std::ptrdiff_t>(n));
+            queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+            net::co_spawn(ex_, send(std::move(chunk)), net::detached);
+        }
+    }
+
+    net::awaitable<void> send(std::vector<pending*> chunk) {
+        std::vector<std::pair<const std::vector<limiters::layer_ref>*, double>> reqs;
+        reqs.reserve(chunk.size());
+        for (auto* p : chunk)
+            reqs.push_back({p->refs, p->cost});
+        auto batch = limiters::encode_batch(reqs, redis_clock_ ? -1 : wall_clock_us());
+        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
+        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        auto& conn = *conns_[next_++ % conns_.size()];
+        ++counters_.redis_calls;
+        counters_.redis_decisions += chunk.size();
+        auto r = co_await conn.eval(0, keys, args);
+        std::vector<chain_decision> decisions;
+        std::error_code ec = r.ec;
+        if (!ec && (r.value.is_error() || !limiters::decode_batch(r.value, decisions) ||
+                    decisions.size() != chunk.size())) {
+            if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
+            ec = make_error_code(limiters::redis::client_error::protocol_error);
+        }
+        for (std::size_t i = 0; i < chunk.size(); ++i) {
+            chunk[i]->ec = ec;
+            if (!ec) chunk[i]->result = decisions[i];
+        }
+        // Resume the waiters from a fresh handler each, not inside this loop.
+        for (auto* p : chunk)
+            if (p->handler) {
+                net::post(ex_, [h = std::move(*p->handler)]() mutable { std::move(h)(); });
+                p->handler.reset();
+            }
+    }
+
+    net::any_io_executor ex_;
+    std::vector<std::unique_ptr<limiters::redis::connection>>& conns_;
+    limit_counters& counters_;
+    bool redis_clock_;
+    std::vector<pending*> queue_;
+    bool flush_posted_ = false;
+    std::size_t next_ = 0;
+};
+
+limit_checker::limit_checker(net::any_io_executor ex, const config::config& cfg,
+                             const limiters::policy& policy, limiters::local_store& local)
+    : cfg_(cfg), policy_(policy), local_(local) {
+    if (cfg.redis) {
+        for (int i = 0; i < cfg.redis->connections_per_thread; ++i)
+            connections_.push_back(std::make_unique<limiters::redis::connection>(
+                ex, settings_of(*cfg.redis),
+                std::vector<limiters::redis::script>{
+                    {"chain", std::string(limiters::chain_script())}}));
+        batcher_ = std::make_unique<batcher>(
+            ex, connections_, counters_,
+            cfg.redis->clock == config::redis_config::clock_source::redis);
+    }
+}
+
+limit_checker::~limit_checker() = default;
+
+void limit_checker::start() {
+    for (auto& c : connections_)
+        c->start();
+}
+
+void limit_checker::stop() {
+    for (auto& c : connections_)
+        c->stop();
+}
+
+bool limit_checker::redis_ready() const {
+    for (const auto& c : connections_)
+        if (c->state() != limiters::redis::connection::health::down) return true;
+    return false;
+}
+
+net::awaitable<limit_outcome> limit_checker::check(std::size_t route_index,
+                                                   const limiters::identity& who, double cost) {
+    const auto& route = cfg_.routes[route_index];
+    limiters::policy::request_keys keys;
+    policy_.keys_for(route_index, who, keys);
+    limit_outcome out;
+    ++counters_.decisions;
+    if (keys.denied_by) {
+        ++counters_.denied;
+        out.what = limit_outcome::kind::denied;
+        out.decider = keys.denied_by;
+        co_return out;
+    }
+    if (keys.refs.empty()) co_return out;
+
+    // Shaping: requests held for a delayed layer are bounded per key and event loop.
+    double max_delay = 0;
+    for (const auto* l : keys.layers)
+        max_delay = std::max(max_delay, l->spec.shadow ? 0 : l->spec.delay_us);
+    std::vector<std::string> held;
+    if (max_delay > 0) {
+        for (std::size_t i = 0; i < keys.layers.size(); ++i)
+            if (keys.layers[i]->spec.delay_us > 0) {
+                if (waiting_[keys.refs[i].key] >= max_waiting_per_key) {
+                    ++counters_.limited;
+                    out.what = limit_outcome::kind::limited;
+                    out.decider = out.header = keys.layers[i];
+                    out.decision.allowed = false;
+                    out.decision.retry_us = keys.layers[i]->spec.delay_us;
+                    co_return out;
+                }
+                held.push_back(keys.refs[i].key);
+            }
+    }
+    struct hold_guard {
+        std::map<std::string, std::size_t>& waiting;
+        const std::vector<std::string>& keys;
+        hold_guard(std::map<std::string, std::size_t>& w, const std::vector<std::string>& k)
+            : waiting(w), keys(k) {
+            for (const auto& key : keys)
+                ++waiting[key];
+        }
+        ~hold_guard() {
+            for (const auto& key : keys)
+                if (--waiting[key] == 0) waiting.erase(key);
+        }
+    } hold(waiting_, held);
+
+    double waited = 0;
+    for (;;) {
+        chain_decision d;
+        bool decided = false;
+        if (batcher_ &&
+            !(route.on_redis_error == config::redis_error_policy::local && !redis_ready())) {
+            auto [ec, result] = co_await batcher_->decide(keys.refs, cost);
+            if (!ec) {
+                d = result;
+                decided = true;
+            } else {
+                ++counters_.redis_errors;
+                out.redis_failed = true;
+                if (route.on_redis_error == config::redis_error_policy::allow) {
+                    ++counters_.failed_open;
+                    co_return out;  // fail open: pass, no headers
+                }
+                if (route.on_redis_error == config::redis_error_policy::deny) {
+                    ++counters_.failed_closed;
+                    out.what = limit_outcome::kind::unavailable;
+                    co_return out;
+                }
+            }
+        }
+        if (!decided) {
+            if (batcher_) {
+                ++counters_.local_fallback;
+                out.used_local = true;
+                out.redis_failed = true;
+            }
+            d = local_.decide(keys.refs, wall_clock_us(), cost);
+        }
+        out.decision = d;
+        out.header =
+            d.header_layer >= 0 ? keys.layers[static_cast<std::size_t>(d.header_layer)] : nullptr;
+        if (d.shadow_mask) ++counters_.shadow_limited;
+        if (d.allowed) {
+            if (d.wait_us > 0) {
+                ++counters_.delayed;
+                net::steady_timer t(
+                    co_await net::this_coro::executor,
+                    std::chrono::microseconds(static_cast<std::int64_t>(d.wait_us)));
+                co_await t.async_wait(net::as_tuple(net::use_awaitable));
+            }
+            co_return out;
+        }
+        // A window layer in delay mode says when to decide again; it reserves nothing.
+        if (d.wait_us > 0 && waited + d.wait_us <= max_delay) {
+            waited += d.wait_us;
+            net::steady_timer t(
+                co_await net::this_coro::executor,
+                std::chrono::microseconds(static_cast<std::int64_t>(d.wait_us) + 1));
+            co_await t.async_wait(net::as_tuple(net::use_awaitable));
+            continue;
+        }
+        ++counters_.limited;
+        out.what = limit_outcome::kind::limited;
+        out.decider = keys.layers[static_cast<std::size_t>(d.decider)];
+        co_return out;
+    }
+}
+
+bool in_cidr(std::string_view ip, const config::cidr& block) {
+    unsigned char a[16];
+    std::string text(ip);
+    std::size_t len = 0;
+    if (inet_pton(AF_INET, text.c_str(), a) == 1)
+        len = 4;
+    else if (inet_pton(AF_INET6, text.c_str(), a) == 1)
+        len = 16;
+    if (len == 0 || len != block.bytes.size()) return false;
+    int bits = block.prefix;
+    for (std::size_t i = 0; i < len && bits > 0; ++i, bits -= 8) {
+        unsigned char mask = bits >= 8 ? 0xff : static_cast<unsigned char>(0xff << (8 - bits));
+        if ((a[i] & mask) != (block.bytes[i] & mask)) return false;
+    }
+    return true;
+}
+
+std::string client_ip(std::string_view peer, std::string_view xff,
+                      const std::vector<config::cidr>& trusted) {
+    auto is_trusted = [&](std::string_view ip) {
+        for (const auto& b : trusted)
+            if (in_cidr(ip, b)) return true;
+        return false;
+    };
+    if (xff.empty() || !is_trusted(peer)) return std::string(peer);
+    // Walk X-Forwarded-For from the right: every hop we trust vouches for the one before it.
+    std::string_view rest = xff;
+    std::string_view candidate = peer;
+    while (!rest.empty()) {
+        auto comma = rest.rfind(',');
+        auto item = comma == std::string_view::npos ? rest : rest.substr(comma + 1);
+        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(0, comma);
+        while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
+            item.remove_prefix(1);
+        while (!item.empty() && (item.back() == ' ' || item.back() == '\t'))
+            item.remove_suffix(1);
+        if (item.empty()) continue;
+        candidate = item;
+        if (!is_trusted(item)) break;
+    }
+    return std::string(candidate);
+}
+
+}  // namespace rategate::gateway

@@ -1,0 +1,85 @@
+// Per-event-loop rate-limit checks of the request path (SPEC §2–§3): resolves a request's
+// chain, decides it with one backend call — on Redis, the decisions of requests arriving in
+// the same event-loop turn are folded into one EVALSHA — and applies the route's
+// on_redis_error policy (allow, deny, or the in-process twin) when Redis fails.
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "config/config.hpp"
+#include "limiters/local_store.hpp"
+#include "limiters/policy.hpp"
+
+namespace rategate::limiters::redis {
+class connection;
+}
+
+namespace rategate::gateway {
+
+/// What to do with one request.
+struct limit_outcome {
+    enum class kind {
+        pass,         ///< forward (after `decision.wait_us` when shaping)
+        limited,      ///< answer with the route's on_limit status
+        denied,       ///< on_missing_key "deny": 403
+        unavailable,  ///< Redis failed and on_redis_error is "deny": 503
+    } what = kind::pass;
+    limiters::chain_decision decision;
+    const limiters::policy::layer* decider = nullptr;  ///< the limiting / denying layer
+    const limiters::policy::layer* header = nullptr;   ///< the most restrictive layer, for headers
+    bool redis_failed = false;                         ///< Redis failed; the route's policy applied
+    bool used_local = false;                           ///< decided by the in-process twin
+};
+
+/// Counters of one event loop, read by the admin endpoint (summed across loops at scrape).
+struct limit_counters {
+    std::uint64_t decisions = 0, limited = 0, denied = 0, shadow_limited = 0, redis_errors = 0,
+                  failed_open = 0, failed_closed = 0, local_fallback = 0, delayed = 0,
+                  redis_calls = 0, redis_decisions = 0;
+};
+
+class limit_checker {
+  public:
+    /// `policy` and `local` are shared by every event loop; `cfg` must outlive the checker.
+    limit_checker(boost::asio::any_io_executor ex, const config::config& cfg,
+                  const limiters::policy& policy, limiters::local_store& local);
+    ~limit_checker();
+
+    /// Starts the Redis connection(s), if the config has a redis section.
+    void start();
+    void stop();
+
+    /// Decides one request of route `route_index` with `cost`.
+    boost::asio::awaitable<limit_outcome> check(std::size_t route_index,
+                                                const limiters::identity& who, double cost);
+
+    /// True when Redis is configured and reachable (for /readyz).
+    bool redis_ready() const;
+    const limit_counters& counters() const { return counters_; }
+
+    struct batcher;
+
+  private:
+    const config::config& cfg_;
+    const limiters::policy& policy_;
+    limiters::local_store& local_;
+    std::vector<std::unique_ptr<limiters::redis::connection>> connections_;
+    std::unique_ptr<batcher> batcher_;
+    limit_counters counters_;
+    std::map<std::string, std::size_t> waiting_;  ///< shaped requests held, per layer key
+};
+
+/// The client address for the ip scope: the TCP peer, or — only when the peer is a trusted
+/// proxy — the right-most address in X-Forwarded-For that is not itself a trusted proxy.
+std::string client_ip(std::string_view peer, std::string_view x_forwarded_for,
+                      const std::vector<config::cidr>& trusted_proxies);
+
+/// Whether `ip` (text) lies in `block`.
+bool in_cidr(std::string_view ip, const config::cidr& block);
+
+}  // namespace rategate::gateway
