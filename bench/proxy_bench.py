@@ -20,8 +20,8 @@ parser.add_argument("-d", "--duration", type=int, default=5)
 parser.add_argument("-c", "--connections", type=int, default=64)
 parser.add_argument("-w", "--warmup", type=int, default=2)
 parser.add_argument("--path", default="/api/items")
-parser.add_argument("--extra", action="append", default=[],
-                    help="NAME=CONFIG: another rategate target (its config's listen/upstream are overridden)")
+parser.add_argument("--limits", action="store_true",
+                    help="also run rategate with a 4-layer chain on Redis and nginx with limit_req zones")
 args = parser.parse_args()
 
 work = tempfile.mkdtemp(prefix="rategate-bench-")
@@ -116,17 +116,61 @@ def rategate(name, port, base=None):
     path = os.path.join(work, name + ".json")
     with open(path, "w") as f:
         json.dump(cfg, f)
-    return start([os.path.join(args.build_dir, "gateway", "rategate"), "--config", path, "--log-level", "warn"], name)
+    return start([os.path.join(args.build_dir, "gateway", "rategate"), "--config", path, "--log-level", "info"], name)
 
 
 targets["rategate"] = (gw_port, rategate("rategate", gw_port))
-for extra in args.extra:
-    name, cfgfile = extra.split("=", 1)
+redis_proc = None
+if args.limits:
+    redis_port = free_port()
+    redis_proc = start(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+                        "--appendonly", "no", "--daemonize", "no", "--logfile", ""], "redis")
+    wait_port(redis_port)
+    # Limits far above the load: this measures the cost of deciding, not of rejecting.
+    chain = {
+        "redis": {"url": "redis://127.0.0.1:%d/0" % redis_port, "command_timeout": "500ms"},
+        "identity": {"user": {"header": "X-User-Id"}, "client_ip": {"trusted_proxies": ["127.0.0.1/32"]}},
+        "limiters": {
+            "global": {"scope": "global", "algorithm": "token_bucket",
+                       "rules": [{"rate": 10000000, "period": "1s", "burst": 10000000}]},
+            "route": {"scope": "route", "algorithm": "token_bucket",
+                      "rules": [{"rate": 10000000, "period": "1s", "burst": 10000000}]},
+            "user": {"scope": "user", "algorithm": "token_bucket",
+                     "rules": [{"rate": 100000, "period": "1s", "burst": 100000}]},
+            "ip": {"scope": "ip", "algorithm": "token_bucket",
+                   "rules": [{"rate": 100000, "period": "1s", "burst": 100000}]},
+        },
+        "routes": [{"name": "bench", "match": {"path_prefix": "/"}, "upstream": "bench",
+                    "limiters": ["global", "route", "user", "ip"]}],
+    }
+    path = os.path.join(work, "chain.json")
+    with open(path, "w") as f:
+        json.dump(chain, f)
     port = free_port()
-    targets[name] = (port, rategate(name, port, cfgfile))
+    targets["rategate-4-layer"] = (port, rategate("rategate-4-layer", port, path))
+    lport = free_port()
+    targets["nginx-limit-req"] = (lport, nginx("nginx-limit-req", """upstream backend { server 127.0.0.1:%d; keepalive 64; }
+  limit_req_zone $server_name zone=global:1m rate=10000000r/s;
+  limit_req_zone $uri zone=route:1m rate=10000000r/s;
+  limit_req_zone $http_x_user_id zone=user:10m rate=100000r/s;
+  limit_req_zone $http_x_forwarded_for zone=ip:10m rate=100000r/s;
+  server { listen 127.0.0.1:%d; location / {
+           limit_req zone=global burst=10000000 nodelay; limit_req zone=route burst=10000000 nodelay;
+           limit_req zone=user burst=100000 nodelay; limit_req zone=ip burst=100000 nodelay;
+           proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; } }"""
+                                                % (up_port, lport)))
 
 for port, _ in targets.values():
     wait_port(port)
+
+
+def evalsha_calls():
+    if not redis_proc:
+        return 0
+    out = subprocess.run(["redis-cli", "-p", str(redis_port), "INFO", "commandstats"], capture_output=True,
+                         text=True).stdout
+    m = re.search(r"cmdstat_evalsha:calls=(\d+)", out)
+    return int(m.group(1)) if m else 0
 
 
 def ms(text):
@@ -139,7 +183,8 @@ def ms(text):
 
 def wrk(port, duration):
     out = subprocess.run(["wrk", "-t1", "-c%d" % args.connections, "-d%ds" % duration, "--latency",
-                          "-H", "X-User-Id: bench-user", "http://127.0.0.1:%d%s" % (port, args.path)],
+                          "-s", os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk-users.lua"),
+                          "http://127.0.0.1:%d%s" % (port, args.path)],
                          capture_output=True, text=True).stdout
     if "Latency Distribution" not in out:
         raise SystemExit("wrk failed against port %d:\n%s" % (port, out))
@@ -162,21 +207,34 @@ try:
         for name in order:
             port, proc = targets[name]
             cpu0 = tree_cpu_seconds(proc.pid)
+            rcpu0 = tree_cpu_seconds(redis_proc.pid) if redis_proc else 0
+            calls0 = evalsha_calls()
             rps, p50, p99, total, non2xx = wrk(port, args.duration)
             cpu = tree_cpu_seconds(proc.pid) - cpu0
+            rcpu = (tree_cpu_seconds(redis_proc.pid) - rcpu0) if redis_proc else 0
+            calls = evalsha_calls() - calls0
             samples[name].append({"rps": rps, "p50": p50, "p99": p99, "cpu_us": cpu * 1e6 / max(total, 1),
-                                  "non2xx": non2xx})
+                                  "non2xx": non2xx, "redis_us": rcpu * 1e6 / max(total, 1),
+                                  "calls": calls / max(total, 1)})
             print("round %d %-14s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  %.1f us CPU/req  non-2xx %d"
                   % (r + 1, name, rps, p50, p99, cpu * 1e6 / max(total, 1), non2xx), flush=True)
-    med = {n: {k: statistics.median(s[k] for s in v) for k in ("rps", "p50", "p99", "cpu_us")}
+    med = {n: {k: statistics.median(s[k] for s in v) for k in ("rps", "p50", "p99", "cpu_us", "redis_us", "calls")}
            for n, v in samples.items()}
     print()
-    print("| target | req/s (median) | p50 ms | p99 ms | CPU us/req | vs direct | vs nginx-proxy |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| target | req/s (median) | p50 ms | p99 ms | CPU us/req | Redis CPU us/req | Redis calls/req "
+          "| vs direct | vs nginx-proxy |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, m in med.items():
-        print("| %s | %.0f | %.2f | %.2f | %.1f | %.2f | %.2f |" % (
-            n, m["rps"], m["p50"], m["p99"], m["cpu_us"], m["rps"] / med["direct"]["rps"],
-            m["rps"] / med["nginx-proxy"]["rps"]))
+        print("| %s | %.0f | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f |" % (
+            n, m["rps"], m["p50"], m["p99"], m["cpu_us"], m["redis_us"], m["calls"],
+            m["rps"] / med["direct"]["rps"], m["rps"] / med["nginx-proxy"]["rps"]))
+    if "rategate-4-layer" in med:
+        m = med["rategate-4-layer"]
+        print()
+        print("rategate-4-layer: %.1f requests per EVALSHA; rategate-4-layer/nginx-limit-req = %.2f, "
+              "rategate-4-layer/nginx-proxy = %.2f" % (1 / max(m["calls"], 1e-9),
+                                                      m["rps"] / med["nginx-limit-req"]["rps"],
+                                                      m["rps"] / med["nginx-proxy"]["rps"]))
     print()
     print("rategate/nginx-proxy = %.2f, rategate/direct = %.2f (medians of %d rounds, wrk -t1 -c%d -d%ds)" % (
         med["rategate"]["rps"] / med["nginx-proxy"]["rps"], med["rategate"]["rps"] / med["direct"]["rps"],
@@ -189,4 +247,9 @@ finally:
             p.wait(10)
         except subprocess.TimeoutExpired:
             p.kill()
+    if args.limits:
+        with open(os.path.join(work, "rategate-4-layer.log")) as f:
+            for line in f:
+                if "EVALSHA" in line:
+                    print("rategate-4-layer " + line.split("] ", 2)[-1].strip())
     shutil.rmtree(work, ignore_errors=True)

@@ -3,7 +3,9 @@
 #   direct      wrk -> nginx upstream (return 200 "ok")
 #   nginx-proxy wrk -> nginx (1 worker, keep-alive upstream pool) -> upstream
 #   rategate    wrk -> rategate (1 thread, no limiters) -> upstream
-# Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS]
+# With --limits also: rategate-4-layer (global, route, user over 1,000 users, ip on Redis) and
+# nginx-limit-req (the same four keys as local limit_req zones), limits far above the load.
+# Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS] [--limits]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/setup.sh

@@ -158,6 +158,16 @@ void limit_checker::stop() {
         c->stop();
 }
 
+std::pair<std::uint64_t, std::uint64_t> limit_checker::redis_commands_and_writes() const {
+    std::uint64_t commands = 0, writes = 0;
+    for (const auto& c : connections_) {
+        auto s = c->stats();
+        commands += s.commands_written;
+        writes += s.writes;
+    }
+    return {commands, writes};
+}
+
 bool limit_checker::redis_ready() const {
     for (const auto& c : connections_)
         if (c->state() != limiters::redis::connection::health::down) return true;

@@ -60,6 +60,8 @@ class limit_checker {
 
     /// True when Redis is configured and reachable (for /readyz).
     bool redis_ready() const;
+    /// Commands and socket writes of this loop's Redis connections (pipelining depth).
+    std::pair<std::uint64_t, std::uint64_t> redis_commands_and_writes() const;
     const limit_counters& counters() const { return counters_; }
 
     struct batcher;

@@ -122,6 +122,17 @@ void server::stop(std::chrono::milliseconds deadline) {
     for (auto& t : threads_)
         if (t.joinable()) t.join();
     threads_.clear();
+    // One summary line per loop: what the limiters decided and how Redis calls were pipelined.
+    for (std::size_t i = 0; i < workers_.size(); ++i) {
+        const auto& c = workers_[i]->limits->counters();
+        auto [commands, writes] = workers_[i]->limits->redis_commands_and_writes();
+        spdlog::info(
+            "loop {}: {} limiter decisions ({} limited, {} denied, {} delayed, {} redis errors); "
+            "{} decisions in {} "
+            "EVALSHA calls; {} Redis commands in {} writes",
+            i, c.decisions, c.limited, c.denied, c.delayed, c.redis_errors, c.redis_decisions,
+            c.redis_calls, commands, writes);
+    }
 }
 
 }  // namespace rategate::gateway

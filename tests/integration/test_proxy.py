@@ -386,14 +386,6 @@ class Lifecycle(GatewayTest):
         self.assertTrue(idle.closed_by_peer(3))  # idle keep-alive closed at shutdown
         self.assertEqual(gw.proc.wait(10), 0)
 
-    def test_routes_with_limiters_are_refused_until_enforced(self):
-        up = self.upstream()
-        cfg = proxy_config([up.port], limiters=["l"])
-        cfg["limiters"] = {"l": {"scope": "global", "algorithm": "token_bucket", "rules": [{"rate": 1}]}}
-        gw = self.gateway(cfg, wait=False)
-        self.assertEqual(gw.proc.wait(10), 1)
-        self.assertIn("routes[0].limiters", gw.output())
-
 
 class CheckCommand(GatewayTest):
     def run_check(self, text):
