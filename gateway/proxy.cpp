@@ -1,6 +1,7 @@
 #include "gateway/proxy.hpp"
 
 #include <spdlog/spdlog.h>
+#include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -13,6 +14,7 @@
 #include "gateway/deadline.hpp"
 #include "gateway/error_response.hpp"
 #include "gateway/header_rewrite.hpp"
+#include "gateway/http_head.hpp"
 #include "gateway/ratelimit_headers.hpp"
 #include "gateway/router.hpp"
 #include "gateway/worker.hpp"
@@ -80,6 +82,48 @@ net::awaitable<relay_result> relay(timed_socket& in, beast::flat_buffer& in_buf,
             co_return r;
         }
         if (sr.is_done() || (p.is_done() && !body.more)) co_return r;
+    }
+}
+
+// Relays a message whose body is sized or empty: its serialized `head` goes out with the first
+// body bytes in one write, then the body as it arrives, byte for byte.
+template <bool is_request>
+net::awaitable<relay_result> relay_sized(timed_socket& in, beast::flat_buffer& in_buf,
+                                         http::parser<is_request, http::buffer_body>& p,
+                                         timed_socket& out, const std::string& head,
+                                         milliseconds read_timeout, milliseconds write_timeout,
+                                         char* buf, std::size_t buf_size) {
+    relay_result r;
+    auto& body = p.get().body();
+    bool head_sent = false;
+    for (;;) {
+        std::size_t produced = 0;
+        if (!p.is_done()) {
+            body.data = buf;
+            body.size = buf_size;
+            in.timer.expires_after(read_timeout);
+            auto [ec, n] = co_await http::async_read_some(in.socket, in_buf, p, use_nothrow);
+            if (ec == http::error::need_buffer) ec = {};
+            if (ec && in.timer.expired()) ec = net::error::timed_out;
+            if (ec) {
+                r.read = ec;
+                co_return r;
+            }
+            produced = buf_size - body.size;
+            if (produced == 0 && !p.is_done()) continue;
+            r.body_bytes += produced;
+        }
+        std::array<net::const_buffer, 2> pieces{head_sent ? net::const_buffer() : net::buffer(head),
+                                                net::buffer(buf, produced)};
+        out.timer.expires_after(write_timeout);
+        auto [wec, wn] = co_await net::async_write(out.socket, pieces, use_nothrow);
+        if (wec && out.timer.expired()) wec = net::error::timed_out;
+        if (wec) {
+            r.write = wec;
+            co_return r;
+        }
+        head_sent = true;
+        if (p.is_done()) co_return r;
     }
 }
 
@@ -189,11 +233,21 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
         if (hec && up->io.timer.expired()) hec = net::error::timed_out;
         co_return hec;
     };
+    const bool request_chunked = req.chunked();
     for (int attempt = 0;; ++attempt) {
-        http::serializer<true, http::buffer_body> sr{req};
-        auto sent =
-            co_await relay<true>(client, client_buffer, parser, up->io, sr, limits.idle_timeout,
-                                 up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
+        relay_result sent;
+        if (request_chunked) {
+            http::serializer<true, http::buffer_body> sr{req};
+            sent = co_await relay<true>(client, client_buffer, parser, up->io, sr,
+                                        limits.idle_timeout, up_cfg.response_timeout, buffer.get(),
+                                        worker::relay_buffer_size);
+        } else {
+            up->request_head.clear();
+            append_request_head(up->request_head, req);
+            sent = co_await relay_sized<true>(
+                client, client_buffer, parser, up->io, up->request_head, limits.idle_timeout,
+                up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
+        }
         if (sent.read) {
             if (sent.read == http::error::body_limit)
                 co_return co_await fail(413, "body_too_large",
@@ -242,9 +296,18 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
     client_keep_alive = client_keep_alive && !w.stopping;
     res.version(client_version == 10 ? 10 : 11);
     res.keep_alive(client_keep_alive);
-    http::serializer<false, http::buffer_body> rs{res};
-    auto got = co_await relay<false>(up->io, up->buffer, *rp, client, rs, up_cfg.response_timeout,
-                                     limits.idle_timeout, buffer.get(), worker::relay_buffer_size);
+    relay_result got;
+    if (res.chunked()) {
+        http::serializer<false, http::buffer_body> rs{res};
+        got = co_await relay<false>(up->io, up->buffer, *rp, client, rs, up_cfg.response_timeout,
+                                    limits.idle_timeout, buffer.get(), worker::relay_buffer_size);
+    } else {
+        up->response_head.clear();
+        append_response_head(up->response_head, res);
+        got = co_await relay_sized<false>(up->io, up->buffer, *rp, client, up->response_head,
+                                          up_cfg.response_timeout, limits.idle_timeout,
+                                          buffer.get(), worker::relay_buffer_size);
+    }
     if (got.read || got.write) {
         if (got.read)
             spdlog::warn("upstream {} broke mid-response: {}", route.upstream, got.read.message());

@@ -20,7 +20,8 @@ struct upstream_connection {
     timed_socket io;
     boost::beast::flat_buffer buffer;
     std::size_t target = 0;
-    bool reused = false;  ///< came from the idle pool (may be stale)
+    bool reused = false;                      ///< came from the idle pool (may be stale)
+    std::string request_head, response_head;  ///< serialized heads, storage reused per exchange
     std::chrono::steady_clock::time_point idle_since{};
 };
 
