@@ -153,6 +153,8 @@ struct config {
     std::map<std::string, limiter_config> limiters;
     std::vector<route_config> routes;
     log_config log;
+    std::string
+        json_masked;  ///< the file as parsed (comments dropped), passwords masked: for /config
 };
 
 /// One problem found in a config file, located by its JSON path (e.g. `routes[0].match`).

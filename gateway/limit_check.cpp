@@ -64,8 +64,12 @@ struct limit_checker::batcher {
 
     batcher(net::any_io_executor ex,
             std::vector<std::unique_ptr<limiters::redis::connection>>& conns,
-            limit_counters& counters, bool redis_clock)
-        : ex_(std::move(ex)), conns_(conns), counters_(counters), redis_clock_(redis_clock) {}
+            limit_counters& counters, loop_metrics& metrics, bool redis_clock)
+        : ex_(std::move(ex)),
+          conns_(conns),
+          counters_(counters),
+          metrics_(metrics),
+          redis_clock_(redis_clock) {}
 
     net::awaitable<std::pair<std::error_code, chain_decision>> decide(
         const std::vector<limiters::layer_ref>& refs, double cost) {
@@ -102,7 +106,13 @@ struct limit_checker::batcher {
         auto& conn = *conns_[next_++ % conns_.size()];
         ++counters_.redis_calls;
         counters_.redis_decisions += chunk.size();
+        metrics_.redis_calls.add();
+        metrics_.redis_decisions.add(chunk.size());
+        auto started = std::chrono::steady_clock::now();
         auto r = co_await conn.eval(0, keys, args);
+        metrics_.redis_latency.observe_us(
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
+                .count());
         std::vector<chain_decision> decisions;
         std::error_code ec = r.ec;
         if (!ec && (r.value.is_error() || !limiters::decode_batch(r.value, decisions) ||
@@ -110,6 +120,7 @@ struct limit_checker::batcher {
             if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
             ec = make_error_code(limiters::redis::client_error::protocol_error);
         }
+        if (ec) metrics_.redis_errors.add();
         for (std::size_t i = 0; i < chunk.size(); ++i) {
             chunk[i]->ec = ec;
             if (!ec) chunk[i]->result = decisions[i];
@@ -125,6 +136,7 @@ struct limit_checker::batcher {
     net::any_io_executor ex_;
     std::vector<std::unique_ptr<limiters::redis::connection>>& conns_;
     limit_counters& counters_;
+    loop_metrics& metrics_;
     bool redis_clock_;
     std::vector<pending*> queue_;
     bool flush_posted_ = false;
@@ -132,8 +144,9 @@ struct limit_checker::batcher {
 };
 
 limit_checker::limit_checker(net::any_io_executor ex, const config::config& cfg,
-                             const limiters::policy& policy, limiters::local_store& local)
-    : cfg_(cfg), policy_(policy), local_(local) {
+                             const limiters::policy& policy, limiters::local_store& local,
+                             loop_metrics& metrics)
+    : cfg_(cfg), policy_(policy), local_(local), metrics_(metrics) {
     if (cfg.redis) {
         for (int i = 0; i < cfg.redis->connections_per_thread; ++i)
             connections_.push_back(std::make_unique<limiters::redis::connection>(
@@ -141,7 +154,7 @@ limit_checker::limit_checker(net::any_io_executor ex, const config::config& cfg,
                 std::vector<limiters::redis::script>{
                     {"chain", std::string(limiters::chain_script())}}));
         batcher_ = std::make_unique<batcher>(
-            ex, connections_, counters_,
+            ex, connections_, counters_, metrics_,
             cfg.redis->clock == config::redis_config::clock_source::redis);
     }
 }
@@ -174,8 +187,56 @@ bool limit_checker::redis_ready() const {
     return false;
 }
 
+void limit_checker::publish(loop_metrics& m) const {
+    if (connections_.empty()) return;
+    std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
+    int state = 2;
+    for (const auto& c : connections_) {
+        auto s = c->stats();
+        commands += s.commands_written;
+        writes += s.writes;
+        reconnects += s.reconnects;
+        noscript += s.noscript_retries;
+        timeouts += s.timeouts;
+        state = std::min(state, static_cast<int>(c->state()));
+    }
+    m.redis_commands.store(commands, std::memory_order_relaxed);
+    m.redis_writes.store(writes, std::memory_order_relaxed);
+    m.redis_reconnects.store(reconnects, std::memory_order_relaxed);
+    m.redis_noscript.store(noscript, std::memory_order_relaxed);
+    m.redis_timeouts.store(timeouts, std::memory_order_relaxed);
+    m.redis_state.store(state, std::memory_order_relaxed);
+}
+
+void limit_checker::count(const limit_outcome& o) {
+    using lo = limiter_outcome;
+    auto add = [&](const limiters::policy::layer* l, lo x) {
+        metrics_.limiter_decisions[l->index][static_cast<std::size_t>(x)].add();
+    };
+    if (o.what == limit_outcome::kind::denied) return add(o.decider, lo::denied);
+    bool error = o.what == limit_outcome::kind::unavailable || (o.redis_failed && !o.used_local);
+    for (std::size_t i = 0; i < o.layers.size(); ++i) {
+        const auto* l = o.layers[i];
+        if (error)
+            add(l, lo::error);
+        else if (l->spec.shadow)
+            add(l, (o.decision.shadow_mask >> i) & 1u ? lo::shadow_limited : lo::allowed);
+        else if (o.what == limit_outcome::kind::limited) {
+            if (l == o.decider) add(l, lo::limited);
+        } else
+            add(l, o.decision.wait_us > 0 && l->spec.delay_us > 0 ? lo::delayed : lo::allowed);
+    }
+}
+
 net::awaitable<limit_outcome> limit_checker::check(std::size_t route_index,
                                                    const limiters::identity& who, double cost) {
+    auto out = co_await decide(route_index, who, cost);
+    count(out);
+    co_return out;
+}
+
+net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
+                                                    const limiters::identity& who, double cost) {
     const auto& route = cfg_.routes[route_index];
     limiters::policy::request_keys keys;
     policy_.keys_for(route_index, who, keys);
@@ -188,6 +249,7 @@ net::awaitable<limit_outcome> limit_checker::check(std::size_t route_index,
         co_return out;
     }
     if (keys.refs.empty()) co_return out;
+    out.layers = keys.layers;
 
     // Shaping: requests held for a delayed layer are bounded per key and event loop.
     double max_delay = 0;

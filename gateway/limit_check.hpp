@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/metrics.hpp"
 #include "limiters/local_store.hpp"
 #include "limiters/policy.hpp"
 
@@ -34,6 +35,8 @@ struct limit_outcome {
     const limiters::policy::layer* header = nullptr;   ///< the most restrictive layer, for headers
     bool redis_failed = false;                         ///< Redis failed; the route's policy applied
     bool used_local = false;                           ///< decided by the in-process twin
+    std::vector<const limiters::policy::layer*>
+        layers;  ///< the chain as decided (skipped layers left out)
 };
 
 /// Counters of one event loop, read by the admin endpoint (summed across loops at scrape).
@@ -47,7 +50,11 @@ class limit_checker {
   public:
     /// `policy` and `local` are shared by every event loop; `cfg` must outlive the checker.
     limit_checker(boost::asio::any_io_executor ex, const config::config& cfg,
-                  const limiters::policy& policy, limiters::local_store& local);
+                  const limiters::policy& policy, limiters::local_store& local,
+                  loop_metrics& metrics);
+
+    /// Copies the Redis connections' counters and health into `m`.
+    void publish(loop_metrics& m) const;
     ~limit_checker();
 
     /// Starts the Redis connection(s), if the config has a redis section.
@@ -72,7 +79,12 @@ class limit_checker {
     limiters::local_store& local_;
     std::vector<std::unique_ptr<limiters::redis::connection>> connections_;
     std::unique_ptr<batcher> batcher_;
+    boost::asio::awaitable<limit_outcome> decide(std::size_t route_index,
+                                                 const limiters::identity& who, double cost);
+    void count(const limit_outcome& o);
+
     limit_counters counters_;
+    loop_metrics& metrics_;
     std::map<std::string, std::size_t> waiting_;  ///< shaped requests held, per layer key
 };
 

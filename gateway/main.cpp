@@ -8,6 +8,7 @@
 
 #include "config/config.hpp"
 #include "config/units.hpp"
+#include "gateway/access_log.hpp"
 #include "gateway/replay.hpp"
 #include "gateway/server.hpp"
 
@@ -71,6 +72,7 @@ int run_gateway(const std::string& file, const std::string& log_level) {
         return 1;
     }
     spdlog::set_level(spdlog::level::from_str(log_level.empty() ? cfg->log.level : log_level));
+    gateway::init_access_log(cfg->log);
     // Signals are taken synchronously by the main thread; workers never see them.
     sigset_t signals;
     sigemptyset(&signals);
@@ -99,6 +101,7 @@ int run_gateway(const std::string& file, const std::string& log_level) {
         }
         spdlog::info("{} received: draining connections", sig == SIGINT ? "SIGINT" : "SIGTERM");
         srv->stop(std::chrono::seconds(10));
+        gateway::shutdown_access_log();
         spdlog::info("stopped");
         return 0;
     }

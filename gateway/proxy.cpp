@@ -166,7 +166,7 @@ net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, uns
 net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
                                    beast::flat_buffer& client_buffer, request_parser& parser,
                                    const config::route_config& route, std::string_view peer_ip,
-                                   const rate_headers* rate_limits) {
+                                   const rate_headers* rate_limits, exchange_record& record) {
     auto& req = parser.get();
     const auto& limits = w.cfg->limits;
     auto& pool = w.pool(route.upstream);
@@ -175,7 +175,8 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
     bool client_keep_alive = req.keep_alive();
 
     bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
-    std::string request_id = rewrite_request_headers(req, {peer_ip, "http"}, make_request_id());
+    record.request_id = rewrite_request_headers(req, {peer_ip, "http"}, make_request_id());
+    const auto& request_id = record.request_id;
     if (!route.strip_prefix.empty())
         req.target(strip_path_prefix(req.target(), route.strip_prefix));
     req.version(11);
@@ -185,6 +186,7 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
     const bool idempotent = is_idempotent(req.method());
     auto fail = [&](unsigned status, std::string_view code,
                     std::string_view message) -> net::awaitable<bool> {
+        record.status = status;
         bool keep = client_keep_alive && can_keep_alive(parser) && !w.stopping;
         bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep,
                                        client_version);
@@ -234,6 +236,7 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
         co_return hec;
     };
     const bool request_chunked = req.chunked();
+    const auto sent_at = std::chrono::steady_clock::now();
     for (int attempt = 0;; ++attempt) {
         relay_result sent;
         if (request_chunked) {
@@ -259,6 +262,8 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
             co_return co_await fail(400, "bad_request", message);
         }
         error_code rec = sent.write;
+        record.bytes_in = sent.body_bytes;
+        record.upstream = pool.target_name(up->target);
         if (!rec) rec = co_await read_response_header();
         // Interim 1xx responses (other than 101) are consumed: we answered Expect ourselves.
         while (!rec && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101)
@@ -279,7 +284,11 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
     }
 
     // Stream the response back.
+    record.upstream_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent_at)
+            .count();
     auto& res = rp->get();
+    record.status = res.result_int();
     const bool upstream_keep_alive = res.keep_alive();
     rewrite_response_headers(res, request_id);
     if (rate_limits)
@@ -308,6 +317,7 @@ net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
                                           up_cfg.response_timeout, limits.idle_timeout,
                                           buffer.get(), worker::relay_buffer_size);
     }
+    record.bytes_out = got.body_bytes;
     if (got.read || got.write) {
         if (got.read)
             spdlog::warn("upstream {} broke mid-response: {}", route.upstream, got.read.message());

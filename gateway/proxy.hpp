@@ -7,6 +7,8 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "config/config.hpp"
@@ -19,6 +21,17 @@ struct timed_socket;
 
 using request_parser = boost::beast::http::request_parser<boost::beast::http::buffer_body>;
 
+/// What happened to one request, for the access log and the metrics.
+struct exchange_record {
+    unsigned status = 0;                        ///< status sent to the client (0: none)
+    std::uint64_t bytes_in = 0, bytes_out = 0;  ///< body bytes relayed each way
+    std::string_view upstream = "-";            ///< target host:port (owned by the pool)
+    double upstream_us = -1;                    ///< request sent to response header, µs
+    std::string request_id = "-";
+    const char* limit_outcome = "-";
+    std::string limit_layer = "-";
+};
+
 /// Proxies the request whose header `parser` holds (its body still unread in `client` /
 /// `client_buffer`) to `route`'s upstream and streams the response to the client.
 /// Error responses (502, 504, 400, 413) are written here. Returns true when the client
@@ -27,7 +40,8 @@ boost::asio::awaitable<bool> proxy_request(worker& w, timed_socket& client,
                                            boost::beast::flat_buffer& client_buffer,
                                            request_parser& parser,
                                            const config::route_config& route,
-                                           std::string_view peer_ip, const rate_headers* limits);
+                                           std::string_view peer_ip, const rate_headers* limits,
+                                           exchange_record& record);
 
 /// `limits`, when set, are the rate-limit headers to add to the response.
 /// Writes a JSON error response (SPEC §3) to the client. Returns false if the write failed.

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <stdexcept>
 
+#include "gateway/admin.hpp"
 #include "gateway/session.hpp"
 #include "gateway/worker.hpp"
 
@@ -38,6 +39,16 @@ tcp::acceptor bind_acceptor(net::io_context& ioc, const config::host_port& addre
         throw std::runtime_error("cannot listen on " + address.to_string() + ": " + ec.message());
     a.listen(net::socket_base::max_listen_connections);
     return a;
+}
+
+// Publishes what the loop's Redis connections and pools count into its metrics, 4 times a second.
+net::awaitable<void> metrics_ticker(worker& w) {
+    net::steady_timer t(w.ioc);
+    while (!w.stopping) {
+        w.publish_metrics();
+        t.expires_after(std::chrono::milliseconds(250));
+        co_await t.async_wait(use_nothrow);
+    }
 }
 
 net::awaitable<void> accept_loop(worker& w) {
@@ -79,6 +90,11 @@ server::server(std::shared_ptr<const config::config> cfg)
       local_(std::make_unique<limiters::local_store>()) {
     int n = cfg_->threads > 0 ? cfg_->threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    if (cfg_->admin_listen)
+        admin_ = std::make_unique<admin_server>(
+            *cfg_->admin_listen,
+            admin_server::handlers{[this] { return metrics_text(); }, [this] { return ready(); },
+                                   [this] { return cfg_->json_masked; }});
     for (int i = 0; i < n; ++i) {
         auto w = std::make_unique<worker>(cfg_, open_connections_, *policy_, *local_);
         w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
@@ -94,10 +110,12 @@ server::~server() {
 }
 
 void server::start() {
+    if (admin_) admin_->start();
     for (auto& w : workers_) {
         net::co_spawn(w->ioc, accept_loop(*w), net::detached);
         net::co_spawn(w->ioc, w->sweeper.run(), net::detached);
         w->limits->start();
+        net::co_spawn(w->ioc, metrics_ticker(*w), net::detached);
         running_.fetch_add(1);
         threads_.emplace_back([this, wp = w.get()] {
             try {
@@ -110,7 +128,22 @@ void server::start() {
     }
 }
 
+std::string server::metrics_text() const {
+    std::vector<const loop_metrics*> loops;
+    for (const auto& w : workers_)
+        loops.push_back(&w->metrics);
+    return render_metrics(*cfg_, loops, open_connections_.load(), 0, 0);
+}
+
+bool server::ready() const {
+    if (!cfg_->redis) return true;
+    for (const auto& w : workers_)
+        if (w->metrics.redis_state.load(std::memory_order_relaxed) > 1) return false;
+    return true;
+}
+
 void server::stop(std::chrono::milliseconds deadline) {
+    if (admin_) admin_->stop();
     for (auto& w : workers_)
         net::post(w->ioc, [wp = w.get()] { wp->begin_shutdown(); });
     // Each loop returns by itself once its last session ends; force it at the deadline.

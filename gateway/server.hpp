@@ -31,6 +31,11 @@ class server {
 
     std::size_t thread_count() const { return workers_.size(); }
 
+    /// The Prometheus exposition of every loop's metrics (what GET /metrics serves).
+    std::string metrics_text() const;
+    /// Redis reachable from every loop (or no Redis configured): GET /readyz.
+    bool ready() const;
+
   private:
     std::shared_ptr<const config::config> cfg_;
     std::unique_ptr<limiters::policy> policy_;      ///< shared, read-only
@@ -39,6 +44,7 @@ class server {
     std::vector<std::unique_ptr<worker>> workers_;
     std::vector<std::thread> threads_;
     std::atomic<std::size_t> running_{0};
+    std::unique_ptr<class admin_server> admin_;
 };
 
 }  // namespace rategate::gateway

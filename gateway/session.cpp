@@ -9,8 +9,10 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/url/parse.hpp>
+#include <chrono>
 #include <optional>
 
+#include "gateway/access_log.hpp"
 #include "gateway/deadline.hpp"
 #include "gateway/error_response.hpp"
 #include "gateway/header_scan.hpp"
@@ -114,7 +116,7 @@ enum class limit_step { forward, next, close };
 // an allowed one leaves the headers of its most restrictive layer in `rate`.
 net::awaitable<limit_step> check_limits(worker& w, timed_socket& client, request_parser& parser,
                                         const config::route_config& route, const std::string& peer,
-                                        std::optional<rate_headers>& rate) {
+                                        std::optional<rate_headers>& rate, exchange_record& rec) {
     const auto& cfg = *w.cfg;
     auto& req = parser.get();
     auto user_it = req.find(cfg.identity.user_header);
@@ -137,10 +139,16 @@ net::awaitable<limit_step> check_limits(worker& w, timed_socket& client, request
     std::optional<rate_headers> headers;
     if (out.header && d.header_layer >= 0)
         headers = describe_layer(*out.header, d.rule, d.remaining, d.reset_us);
+    if (out.header) rec.limit_layer = out.header->limiter->name;
     if (out.what == limit_outcome::kind::pass) {
+        rec.limit_outcome = out.redis_failed && !out.used_local ? "error"
+                            : d.wait_us > 0                     ? "delayed"
+                            : d.shadow_mask                     ? "shadow_limited"
+                                                                : "allowed";
         rate = headers;
         co_return limit_step::forward;
     }
+    if (out.decider) rec.limit_layer = out.decider->limiter->name;
     // The body was not read: the connection can only continue if there was none.
     bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
     http::response<http::string_body> res;
@@ -157,10 +165,40 @@ net::awaitable<limit_step> check_limits(worker& w, timed_socket& client, request
         res = make_error_response(503, "limiter_unavailable",
                                   "rate-limit backend (Redis) unavailable", keep, req.version());
     }
+    rec.status = res.result_int();
+    rec.limit_outcome = out.what == limit_outcome::kind::limited  ? "limited"
+                        : out.what == limit_outcome::kind::denied ? "denied"
+                                                                  : "error";
     client.timer.expires_after(cfg.limits.idle_timeout);
     auto [ec, n] = co_await http::async_write(client.socket, res, use_nothrow);
     co_return (ec || !keep) ? limit_step::close : limit_step::next;
 }
+
+// Counts one request in the metrics and writes its access-log line when it ends.
+struct request_scope {
+    request_scope(worker& w, const std::string& peer) : w(w), peer(peer) {}
+    ~request_scope() {
+        if (rec.status == 0) return;  // nothing was answered: the client went away
+        double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
+                .count();
+        std::size_t r = route ? w.route_index(*route) : w.cfg->routes.size();
+        w.metrics.request(r, rec.status);
+        w.metrics.request_latency[r].observe_us(us);
+        if (route && rec.upstream_us >= 0)
+            w.metrics.upstream_latency[w.pool(route->upstream).index].observe_us(rec.upstream_us);
+        if (access_log_enabled())
+            write_access_log({peer, route ? std::string_view(route->name) : std::string_view(),
+                              method, path, rec.status, rec.bytes_in, rec.bytes_out, us / 1000.0,
+                              rec.limit_outcome, rec.limit_layer, rec.upstream, rec.request_id});
+    }
+    worker& w;
+    const std::string& peer;
+    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+    exchange_record rec;
+    const config::route_config* route = nullptr;
+    std::string method = "-", path = "-";
+};
 
 struct session_guard {
     worker& w;
@@ -186,9 +224,15 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
             client, buf, limits, first ? limits.header_timeout : limits.idle_timeout, *guard.slot);
         first = false;
         if (block.status == block_status::closed) break;
+        request_scope scope(w, peer);
+        auto fail = [&](unsigned status, std::string_view code, std::string_view message,
+                        bool keep = false, unsigned version = 11) {
+            scope.rec.status = status;
+            return write_error(client, limits.idle_timeout, status, code, message, keep, version);
+        };
         if (block.status == block_status::too_large) {
-            co_await write_error(client, limits.idle_timeout, 431, "headers_too_large",
-                                 "request header block exceeds max_header_bytes", false);
+            co_await fail(431, "headers_too_large",
+                          "request header block exceeds max_header_bytes");
             break;
         }
         std::string problem;
@@ -197,7 +241,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         else
             problem = check_header_block(buffer_view(buf).substr(0, block.length));
         if (!problem.empty()) {
-            co_await write_error(client, limits.idle_timeout, 400, "bad_request", problem, false);
+            co_await fail(400, "bad_request", problem);
             break;
         }
 
@@ -207,15 +251,14 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         error_code ec;
         auto used = parser.put(net::buffer(buf.data().data(), block.length), ec);
         if (ec == http::error::body_limit) {
-            co_await write_error(client, limits.idle_timeout, 413, "body_too_large",
-                                 "request body exceeds max_body_bytes", false);
+            co_await fail(413, "body_too_large", "request body exceeds max_body_bytes");
             break;
         }
         if (ec || !parser.is_header_done()) {
             // Named first: g++ 12 mis-destroys temporaries of a ?: inside a co_await expression.
             std::string message = "malformed request: ";
             message += ec ? ec.message() : "incomplete header";
-            co_await write_error(client, limits.idle_timeout, 400, "bad_request", message, false);
+            co_await fail(400, "bad_request", message);
             break;
         }
         buf.consume(used);
@@ -223,27 +266,29 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         auto& req = parser.get();
         auto path = target_path(req.target());
         if (!path) {
-            co_await write_error(client, limits.idle_timeout, 400, "bad_request",
-                                 "invalid request target", false);
+            co_await fail(400, "bad_request", "invalid request target");
             break;
+        }
+        if (access_log_enabled()) {
+            scope.method.assign(req.method_string());
+            scope.path = *path;
         }
         const auto* route = w.routes.match(req.method_string(), *path, req[http::field::host]);
         if (!route) {
             bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
             std::string message = "no route for " + std::string(req.method_string()) + " " + *path;
-            if (!co_await write_error(client, limits.idle_timeout, 404, "not_found", message, keep,
-                                      req.version()) ||
-                !keep)
-                break;
+            if (!co_await fail(404, "not_found", message, keep, req.version()) || !keep) break;
             continue;
         }
+        scope.route = route;
         std::optional<rate_headers> rate;
         if (!route->limiters.empty()) {
-            auto verdict = co_await check_limits(w, client, parser, *route, peer, rate);
+            auto verdict = co_await check_limits(w, client, parser, *route, peer, rate, scope.rec);
             if (verdict == limit_step::close) break;
             if (verdict == limit_step::next) continue;
         }
-        if (!co_await proxy_request(w, client, buf, parser, *route, peer, rate ? &*rate : nullptr))
+        if (!co_await proxy_request(w, client, buf, parser, *route, peer, rate ? &*rate : nullptr,
+                                    scope.rec))
             break;
     }
     error_code ignored;

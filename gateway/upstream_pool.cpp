@@ -32,7 +32,7 @@ upstream_pool::upstream_pool(net::any_io_executor ex, deadline_sweeper& sweeper,
                              const config::upstream_config& cfg)
     : ex_(std::move(ex)), sweeper_(sweeper), cfg_(cfg) {
     for (const auto& t : cfg_.targets)
-        targets_.push_back({t, {}, {}});
+        targets_.push_back({t, t.to_string(), {}, {}});
 }
 
 std::size_t upstream_pool::next_target() {

@@ -32,6 +32,11 @@ class upstream_pool {
 
     const config::upstream_config& settings() const { return cfg_; }
 
+    /// "host:port" of target `i`.
+    const std::string& target_name(std::size_t i) const { return targets_[i].name; }
+    /// This upstream's position in the config (metrics index).
+    std::size_t index = 0;
+
     /// The next target index, round robin.
     std::size_t next_target();
 
@@ -53,6 +58,7 @@ class upstream_pool {
   private:
     struct target_state {
         config::host_port address;
+        std::string name;
         std::vector<boost::asio::ip::tcp::endpoint>
             endpoints;  ///< resolved once, refreshed on failure
         std::vector<std::unique_ptr<upstream_connection>> idle;

@@ -6,10 +6,23 @@ worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>
                const limiters::policy& policy, limiters::local_store& local)
     : cfg(std::move(c)),
       routes(*cfg),
-      limits(std::make_unique<limit_checker>(ioc.get_executor(), *cfg, policy, local)),
+      metrics(cfg->routes.size(), cfg->limiters.size(), cfg->upstreams.size()),
+      limits(std::make_unique<limit_checker>(ioc.get_executor(), *cfg, policy, local, metrics)),
       open_connections(open) {
-    for (const auto& [name, u] : cfg->upstreams)
-        pools_.emplace(name, std::make_unique<upstream_pool>(ioc.get_executor(), sweeper, u));
+    std::size_t index = 0;
+    for (const auto& [name, u] : cfg->upstreams) {
+        auto pool = std::make_unique<upstream_pool>(ioc.get_executor(), sweeper, u);
+        pool->index = index++;
+        pools_.emplace(name, std::move(pool));
+    }
+}
+
+void worker::publish_metrics() {
+    limits->publish(metrics);
+    std::int64_t idle = 0;
+    for (const auto& [name, p] : pools_)
+        idle += static_cast<std::int64_t>(p->idle_count());
+    metrics.upstream_idle.store(idle, std::memory_order_relaxed);
 }
 
 worker::~worker() = default;

@@ -15,6 +15,7 @@
 #include "config/config.hpp"
 #include "gateway/deadline.hpp"
 #include "gateway/limit_check.hpp"
+#include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
 #include "gateway/upstream_pool.hpp"
 
@@ -38,6 +39,7 @@ class worker {
     deadline_sweeper sweeper;  ///< before the pools and sessions that register with it
     std::shared_ptr<const config::config> cfg;
     route_table routes;
+    loop_metrics metrics;                   ///< read by the admin endpoint
     std::unique_ptr<limit_checker> limits;  ///< this loop's limiter backend(s)
     std::atomic<std::size_t>& open_connections;
     std::optional<boost::asio::ip::tcp::acceptor> acceptor;
@@ -55,6 +57,12 @@ class worker {
     /// Stops accepting, closes idle keep-alive sessions and idle upstream connections; busy
     /// sessions close after their current response. Runs on this worker's thread.
     void begin_shutdown();
+
+    /// Copies what the Redis connections and pools count into `metrics` (every 250 ms).
+    void publish_metrics();
+    std::size_t route_index(const config::route_config& r) const {
+        return static_cast<std::size_t>(&r - cfg->routes.data());
+    }
 
   private:
     std::map<std::string, std::unique_ptr<upstream_pool>> pools_;

@@ -19,7 +19,7 @@ policy::policy(const config::config& cfg)
             spec.rules.push_back(to_params(l.algo, r));
         spec.shadow = l.shadow;
         spec.delay_us = l.delay ? static_cast<double>(l.delay->count()) : 0;
-        layers_.push_back({&l, std::move(spec)});
+        layers_.push_back({&l, std::move(spec), layers_.size()});
     }
     for (const auto& l : layers_)
         by_name[l.limiter->name] = &l;

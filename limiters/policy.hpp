@@ -28,6 +28,7 @@ class policy {
     struct layer {
         const config::limiter_config* limiter;
         layer_spec spec;
+        std::size_t index;  ///< position in the config's limiters (name order), for metrics
     };
 
     /// `cfg` must outlive the policy.

@@ -1,0 +1,32 @@
+// The admin listener (SPEC §4), on its own thread and address (loopback by default):
+// GET /metrics (Prometheus text 0.0.4), /healthz, /readyz, /config (secrets masked).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "config/config.hpp"
+
+namespace rategate::gateway {
+
+class admin_server {
+  public:
+    struct handlers {
+        std::function<std::string()> metrics;  ///< exposition text
+        std::function<bool()> ready;           ///< Redis reachable (or not configured)
+        std::function<std::string()> config;   ///< the config in force as JSON, secrets masked
+    };
+    /// Binds `at`; throws std::runtime_error when it cannot.
+    admin_server(const config::host_port& at, handlers h);
+    ~admin_server();
+    void start();
+    void stop();
+
+    struct impl;
+
+  private:
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace rategate::gateway

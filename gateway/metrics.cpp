@@ -1,0 +1,212 @@
+#include "gateway/metrics.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace rategate::gateway {
+
+void histogram::observe_us(double us) {
+    double s = us / 1e6;
+    std::size_t i = 0;
+    while (i < bounds.size() && s > bounds[i])
+        ++i;
+    buckets_[i].add();
+    count_.add();
+    sum_us_.add(static_cast<std::uint64_t>(std::max(0.0, us)));
+}
+
+std::array<std::uint64_t, histogram::bounds.size() + 1> histogram::buckets() const {
+    std::array<std::uint64_t, bounds.size() + 1> out{};
+    for (std::size_t i = 0; i < out.size(); ++i)
+        out[i] = buckets_[i].get();
+    return out;
+}
+
+const char* to_string(limiter_outcome o) {
+    switch (o) {
+        case limiter_outcome::allowed:
+            return "allowed";
+        case limiter_outcome::limited:
+            return "limited";
+        case limiter_outcome::shadow_limited:
+            return "shadow_limited";
+        case limiter_outcome::error:
+            return "error";
+        case limiter_outcome::delayed:
+            return "delayed";
+        case limiter_outcome::denied:
+            return "denied";
+        case limiter_outcome::count_:
+            break;
+    }
+    return "?";
+}
+
+loop_metrics::loop_metrics(std::size_t routes, std::size_t limiters, std::size_t upstreams)
+    : requests_(routes + 1),
+      request_latency(routes + 1),
+      upstream_latency(upstreams),
+      limiter_decisions(limiters) {}
+
+namespace {
+
+// A label value, escaped as the exposition format requires.
+std::string label(const std::string& v) {
+    std::string out;
+    for (char c : v) {
+        if (c == '\\' || c == '"') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    return out;
+}
+
+std::string number(double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+}
+
+void render_histogram(std::string& out, const std::string& name, const std::string& labels,
+                      const std::vector<const histogram*>& parts) {
+    std::array<std::uint64_t, histogram::bounds.size() + 1> sum{};
+    std::uint64_t count = 0;
+    double total = 0;
+    for (const auto* h : parts) {
+        auto b = h->buckets();
+        for (std::size_t i = 0; i < sum.size(); ++i)
+            sum[i] += b[i];
+        count += h->count();
+        total += h->sum_seconds();
+    }
+    std::uint64_t cumulative = 0;
+    std::string sep = labels.empty() ? "" : ",";
+    for (std::size_t i = 0; i < sum.size(); ++i) {
+        cumulative += sum[i];
+        out += name + "_bucket{" + labels + sep + "le=\"" +
+               (i < histogram::bounds.size() ? number(histogram::bounds[i]) : std::string("+Inf")) +
+               "\"} " + std::to_string(cumulative) + "\n";
+    }
+    std::string braces = labels.empty() ? "" : "{" + labels + "}";
+    out += name + "_sum" + braces + " " + number(total) + "\n";
+    out += name + "_count" + braces + " " + std::to_string(count) + "\n";
+}
+
+}  // namespace
+
+std::string render_metrics(const config::config& cfg, const std::vector<const loop_metrics*>& loops,
+                           std::uint64_t open_connections, std::uint64_t reloads_ok,
+                           std::uint64_t reloads_failed) {
+    std::string out;
+    out.reserve(16384);
+    out += "# HELP rategate_requests_total Requests answered, by route and status.\n";
+    out += "# TYPE rategate_requests_total counter\n";
+    for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
+        std::string route = r < cfg.routes.size() ? cfg.routes[r].name : "";
+        for (unsigned status = 100; status < 600; ++status) {
+            std::uint64_t n = 0;
+            for (const auto* l : loops)
+                n += l->requests_[r][status].get();
+            if (n)
+                out += "rategate_requests_total{route=\"" + label(route) + "\",status=\"" +
+                       std::to_string(status) + "\"} " + std::to_string(n) + "\n";
+        }
+    }
+    out +=
+        "# HELP rategate_request_duration_seconds Time from the request header to the end of the "
+        "response.\n";
+    out += "# TYPE rategate_request_duration_seconds histogram\n";
+    for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
+        std::vector<const histogram*> parts;
+        for (const auto* l : loops)
+            parts.push_back(&l->request_latency[r]);
+        render_histogram(out, "rategate_request_duration_seconds",
+                         "route=\"" + label(r < cfg.routes.size() ? cfg.routes[r].name : "") + "\"",
+                         parts);
+    }
+    out +=
+        "# HELP rategate_upstream_duration_seconds Time from sending a request to its response "
+        "header.\n";
+    out += "# TYPE rategate_upstream_duration_seconds histogram\n";
+    std::size_t u = 0;
+    for (const auto& [name, up] : cfg.upstreams) {
+        std::vector<const histogram*> parts;
+        for (const auto* l : loops)
+            parts.push_back(&l->upstream_latency[u]);
+        render_histogram(out, "rategate_upstream_duration_seconds",
+                         "upstream=\"" + label(name) + "\"", parts);
+        ++u;
+    }
+    out += "# HELP rategate_limiter_decisions_total Limiter decisions, by limiter and outcome.\n";
+    out += "# TYPE rategate_limiter_decisions_total counter\n";
+    std::size_t li = 0;
+    for (const auto& [name, l] : cfg.limiters) {
+        for (std::size_t o = 0; o < static_cast<std::size_t>(limiter_outcome::count_); ++o) {
+            std::uint64_t n = 0;
+            for (const auto* loop : loops)
+                n += loop->limiter_decisions[li][o].get();
+            out += "rategate_limiter_decisions_total{limiter=\"" + label(name) + "\",outcome=\"" +
+                   to_string(static_cast<limiter_outcome>(o)) + "\"} " + std::to_string(n) + "\n";
+        }
+        ++li;
+    }
+    auto sum = [&](auto member) {
+        std::uint64_t n = 0;
+        for (const auto* l : loops)
+            n += member(*l);
+        return n;
+    };
+    auto line = [&](const char* name, const char* type, const char* help, std::uint64_t v) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+               name + " " + std::to_string(v) + "\n";
+    };
+    line("rategate_redis_calls_total", "counter", "EVALSHA calls of the limiter chain script.",
+         sum([](const loop_metrics& l) { return l.redis_calls.get(); }));
+    line("rategate_redis_decisions_total", "counter", "Requests decided by those calls (batching).",
+         sum([](const loop_metrics& l) { return l.redis_decisions.get(); }));
+    line("rategate_redis_errors_total", "counter",
+         "Limiter calls that failed (timeout, connection, script).",
+         sum([](const loop_metrics& l) { return l.redis_errors.get(); }));
+    line("rategate_redis_commands_total", "counter", "Redis commands written.",
+         sum([](const loop_metrics& l) {
+             return l.redis_commands.load(std::memory_order_relaxed);
+         }));
+    line("rategate_redis_writes_total", "counter",
+         "Socket writes carrying those commands (pipeline depth).",
+         sum([](const loop_metrics& l) { return l.redis_writes.load(std::memory_order_relaxed); }));
+    line("rategate_redis_reconnects_total", "counter", "Reconnections to Redis.",
+         sum([](const loop_metrics& l) {
+             return l.redis_reconnects.load(std::memory_order_relaxed);
+         }));
+    line("rategate_redis_noscript_reloads_total", "counter", "NOSCRIPT replies answered with EVAL.",
+         sum([](const loop_metrics& l) {
+             return l.redis_noscript.load(std::memory_order_relaxed);
+         }));
+    line("rategate_redis_timeouts_total", "counter", "Redis commands that timed out.",
+         sum([](const loop_metrics& l) {
+             return l.redis_timeouts.load(std::memory_order_relaxed);
+         }));
+    out += "# HELP rategate_redis_call_duration_seconds Latency of one limiter EVALSHA call.\n";
+    out += "# TYPE rategate_redis_call_duration_seconds histogram\n";
+    std::vector<const histogram*> redis_parts;
+    for (const auto* l : loops)
+        redis_parts.push_back(&l->redis_latency);
+    render_histogram(out, "rategate_redis_call_duration_seconds", "", redis_parts);
+    line("rategate_open_connections", "gauge", "Open client connections.", open_connections);
+    line("rategate_upstream_idle_connections", "gauge", "Idle keep-alive connections to upstreams.",
+         sum([](const loop_metrics& l) {
+             return static_cast<std::uint64_t>(std::max<std::int64_t>(0, l.upstream_idle.load()));
+         }));
+    out += "# HELP rategate_config_reloads_total Configuration reloads, by outcome.\n";
+    out += "# TYPE rategate_config_reloads_total counter\n";
+    out +=
+        "rategate_config_reloads_total{outcome=\"success\"} " + std::to_string(reloads_ok) + "\n";
+    out += "rategate_config_reloads_total{outcome=\"failure\"} " + std::to_string(reloads_failed) +
+           "\n";
+    return out;
+}
+
+}  // namespace rategate::gateway
