@@ -1,6 +1,6 @@
 # Sourced by ./run.sh, ./test.sh and bench/run.sh: installs the Debian 12 packages that are
 # missing and builds with CMake + Ninja (+ ccache).
-PACKAGES=(build-essential cmake ninja-build ccache pkg-config clang-format python3 curl
+PACKAGES=(build-essential cmake ninja-build ccache pkg-config clang-format python3 python3-yaml curl
           libboost1.81-all-dev nlohmann-json3-dev libspdlog-dev doctest-dev libhiredis-dev
           redis-server redis-tools)
 
