@@ -36,18 +36,6 @@ double wall_clock_us() {
                                    .count());
 }
 
-limiters::redis::connection_settings settings_of(const config::redis_config& r) {
-    limiters::redis::connection_settings s;
-    s.host = r.host;
-    s.port = r.port;
-    s.password = r.password;
-    s.db = r.db;
-    s.command_timeout = r.command_timeout;
-    s.connect_timeout = std::max(std::chrono::milliseconds(200), r.command_timeout * 4);
-    s.watchdog = std::max(std::chrono::milliseconds(500), r.command_timeout * 10);
-    return s;
-}
-
 }  // namespace
 
 // Folds the decisions requested during one event-loop turn into one EVALSHA (up to max_batch
@@ -145,31 +133,16 @@ struct limit_checker::batcher {
 
 limit_checker::limit_checker(net::any_io_executor ex, const config::config& cfg,
                              const limiters::policy& policy, limiters::local_store& local,
-                             loop_metrics& metrics)
-    : cfg_(cfg), policy_(policy), local_(local), metrics_(metrics) {
-    if (cfg.redis) {
-        for (int i = 0; i < cfg.redis->connections_per_thread; ++i)
-            connections_.push_back(std::make_unique<limiters::redis::connection>(
-                ex, settings_of(*cfg.redis),
-                std::vector<limiters::redis::script>{
-                    {"chain", std::string(limiters::chain_script())}}));
+                             loop_metrics& metrics,
+                             std::vector<std::unique_ptr<limiters::redis::connection>>& connections)
+    : cfg_(cfg), policy_(policy), local_(local), connections_(connections), metrics_(metrics) {
+    if (cfg.redis && !connections_.empty())
         batcher_ = std::make_unique<batcher>(
             ex, connections_, counters_, metrics_,
             cfg.redis->clock == config::redis_config::clock_source::redis);
-    }
 }
 
 limit_checker::~limit_checker() = default;
-
-void limit_checker::start() {
-    for (auto& c : connections_)
-        c->start();
-}
-
-void limit_checker::stop() {
-    for (auto& c : connections_)
-        c->stop();
-}
 
 std::pair<std::uint64_t, std::uint64_t> limit_checker::redis_commands_and_writes() const {
     std::uint64_t commands = 0, writes = 0;

@@ -49,17 +49,15 @@ struct limit_counters {
 class limit_checker {
   public:
     /// `policy` and `local` are shared by every event loop; `cfg` must outlive the checker.
+    /// `connections` (may be empty: no Redis) belong to the event loop and outlive the checker.
     limit_checker(boost::asio::any_io_executor ex, const config::config& cfg,
                   const limiters::policy& policy, limiters::local_store& local,
-                  loop_metrics& metrics);
+                  loop_metrics& metrics,
+                  std::vector<std::unique_ptr<limiters::redis::connection>>& connections);
 
     /// Copies the Redis connections' counters and health into `m`.
     void publish(loop_metrics& m) const;
     ~limit_checker();
-
-    /// Starts the Redis connection(s), if the config has a redis section.
-    void start();
-    void stop();
 
     /// Decides one request of route `route_index` with `cost`.
     boost::asio::awaitable<limit_outcome> check(std::size_t route_index,
@@ -77,7 +75,7 @@ class limit_checker {
     const config::config& cfg_;
     const limiters::policy& policy_;
     limiters::local_store& local_;
-    std::vector<std::unique_ptr<limiters::redis::connection>> connections_;
+    std::vector<std::unique_ptr<limiters::redis::connection>>& connections_;
     std::unique_ptr<batcher> batcher_;
     boost::asio::awaitable<limit_outcome> decide(std::size_t route_index,
                                                  const limiters::identity& who, double cost);

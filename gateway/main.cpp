@@ -1,5 +1,6 @@
 // rategate command line (SPEC §1): run, check, --version, --help.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -92,11 +93,36 @@ int run_gateway(const std::string& file, const std::string& log_level) {
     srv->start();
     spdlog::info("rategate listening on {} with {} event loops, {} routes", cfg->listen.to_string(),
                  srv->thread_count(), cfg->routes.size());
+    // SIGHUP, or a change of the file (polled every second), reloads: the new file is validated
+    // first; if it is invalid, the old config keeps serving and every error is logged.
+    auto stamp = [&file] {
+        struct stat st {};
+        if (::stat(file.c_str(), &st) != 0) return std::string();
+        return std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
+               std::to_string(st.st_size) + ":" + std::to_string(st.st_ino);
+    };
+    auto seen = stamp();
+    auto reload = [&](const char* why) {
+        seen = stamp();
+        try {
+            auto next = config::load_config(file);
+            srv->reload(std::move(next));
+        } catch (const config::config_errors& e) {
+            srv->reload_failed();
+            spdlog::error("{}: config reload refused, the previous config keeps serving:", why);
+            for (const auto& err : e.errors())
+                spdlog::error("{}: {}: {}", e.file(), err.path, err.message);
+        }
+    };
     for (;;) {
-        int sig = 0;
-        sigwait(&signals, &sig);
+        timespec poll{1, 0};
+        int sig = sigtimedwait(&signals, nullptr, &poll);
+        if (sig < 0) {
+            if (stamp() != seen) reload("config file changed");
+            continue;
+        }
         if (sig == SIGHUP) {
-            spdlog::warn("SIGHUP received: this version applies a changed config only on restart");
+            reload("SIGHUP");
             continue;
         }
         spdlog::info("{} received: draining connections", sig == SIGINT ? "SIGINT" : "SIGTERM");

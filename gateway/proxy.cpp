@@ -163,13 +163,13 @@ net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, uns
     co_return !ec;
 }
 
-net::awaitable<bool> proxy_request(worker& w, timed_socket& client,
+net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
                                    beast::flat_buffer& client_buffer, request_parser& parser,
                                    const config::route_config& route, std::string_view peer_ip,
                                    const rate_headers* rate_limits, exchange_record& record) {
     auto& req = parser.get();
-    const auto& limits = w.cfg->limits;
-    auto& pool = w.pool(route.upstream);
+    const auto& limits = rt.cfg->limits;
+    auto& pool = rt.pool(route.upstream);
     const auto& up_cfg = pool.settings();
     const unsigned client_version = req.version();
     bool client_keep_alive = req.keep_alive();

@@ -16,6 +16,7 @@
 namespace rategate::gateway {
 
 class worker;
+struct runtime;
 struct rate_headers;
 struct timed_socket;
 
@@ -36,7 +37,7 @@ struct exchange_record {
 /// `client_buffer`) to `route`'s upstream and streams the response to the client.
 /// Error responses (502, 504, 400, 413) are written here. Returns true when the client
 /// connection can carry another request.
-boost::asio::awaitable<bool> proxy_request(worker& w, timed_socket& client,
+boost::asio::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
                                            boost::beast::flat_buffer& client_buffer,
                                            request_parser& parser,
                                            const config::route_config& route,

@@ -63,7 +63,7 @@ net::awaitable<void> accept_loop(worker& w) {
             continue;
         }
         if (w.open_connections.fetch_add(1, std::memory_order_relaxed) >=
-            w.cfg->limits.max_connections) {
+            w.rt->cfg->limits.max_connections) {
             w.open_connections.fetch_sub(1, std::memory_order_relaxed);
             error_code ignored;
             socket.close(ignored);  // max_connections: refuse rather than queue
@@ -86,7 +86,7 @@ net::awaitable<void> accept_loop(worker& w) {
 
 server::server(std::shared_ptr<const config::config> cfg)
     : cfg_(std::move(cfg)),
-      policy_(std::make_unique<limiters::policy>(*cfg_)),
+      policy_(std::make_shared<const limiters::policy>(*cfg_)),
       local_(std::make_unique<limiters::local_store>()) {
     int n = cfg_->threads > 0 ? cfg_->threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -96,7 +96,7 @@ server::server(std::shared_ptr<const config::config> cfg)
             admin_server::handlers{[this] { return metrics_text(); }, [this] { return ready(); },
                                    [this] { return cfg_->json_masked; }});
     for (int i = 0; i < n; ++i) {
-        auto w = std::make_unique<worker>(cfg_, open_connections_, *policy_, *local_);
+        auto w = std::make_unique<worker>(cfg_, open_connections_, policy_, *local_);
         w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
         workers_.push_back(std::move(w));
     }
@@ -114,7 +114,7 @@ void server::start() {
     for (auto& w : workers_) {
         net::co_spawn(w->ioc, accept_loop(*w), net::detached);
         net::co_spawn(w->ioc, w->sweeper.run(), net::detached);
-        w->limits->start();
+        w->start();
         net::co_spawn(w->ioc, metrics_ticker(*w), net::detached);
         running_.fetch_add(1);
         threads_.emplace_back([this, wp = w.get()] {
@@ -129,17 +129,61 @@ void server::start() {
 }
 
 std::string server::metrics_text() const {
+    std::shared_ptr<const config::config> cfg;
+    {
+        std::lock_guard lock(mutex_);
+        cfg = cfg_;
+    }
+    // Each loop's runtime is held while rendering; a loop that has not installed the newest
+    // config yet (a reload in progress) is left out of this scrape.
+    std::vector<std::shared_ptr<runtime>> held;
     std::vector<const loop_metrics*> loops;
-    for (const auto& w : workers_)
-        loops.push_back(&w->metrics);
-    return render_metrics(*cfg_, loops, open_connections_.load(), 0, 0);
+    for (const auto& w : workers_) {
+        auto rt = w->snapshot();
+        if (rt->cfg != cfg) continue;
+        loops.push_back(rt->metrics.get());
+        held.push_back(std::move(rt));
+    }
+    return render_metrics(*cfg, loops, open_connections_.load(), reloads_ok_.load(),
+                          reloads_failed_.load());
 }
 
 bool server::ready() const {
-    if (!cfg_->redis) return true;
+    {
+        std::lock_guard lock(mutex_);
+        if (!cfg_->redis) return true;
+    }
     for (const auto& w : workers_)
-        if (w->metrics.redis_state.load(std::memory_order_relaxed) > 1) return false;
+        if (w->snapshot()->metrics->redis_state.load(std::memory_order_relaxed) > 1) return false;
     return true;
+}
+
+void server::reload(std::shared_ptr<const config::config> next) {
+    std::shared_ptr<const config::config> old;
+    {
+        std::lock_guard lock(mutex_);
+        old = cfg_;
+    }
+    if (next->listen.to_string() != old->listen.to_string() || next->threads != old->threads)
+        spdlog::warn("reload: listen and threads changes apply after a restart");
+    if ((next->redis.has_value() != old->redis.has_value()) ||
+        (next->redis &&
+         (next->redis->url != old->redis->url ||
+          next->redis->connections_per_thread != old->redis->connections_per_thread)))
+        spdlog::warn("reload: redis connection changes apply after a restart");
+    auto policy = std::make_shared<const limiters::policy>(*next);
+    {
+        std::lock_guard lock(mutex_);
+        cfg_ = next;
+        policy_ = policy;
+    }
+    for (auto& w : workers_)
+        net::post(w->ioc, [wp = w.get(), next, policy] {
+            if (!wp->stopping) wp->install(next, policy);
+        });
+    reloads_ok_.fetch_add(1);
+    spdlog::info("reloaded {}: {} routes, {} upstreams, {} limiters", next->source,
+                 next->routes.size(), next->upstreams.size(), next->limiters.size());
 }
 
 void server::stop(std::chrono::milliseconds deadline) {
@@ -157,8 +201,8 @@ void server::stop(std::chrono::milliseconds deadline) {
     threads_.clear();
     // One summary line per loop: what the limiters decided and how Redis calls were pipelined.
     for (std::size_t i = 0; i < workers_.size(); ++i) {
-        const auto& c = workers_[i]->limits->counters();
-        auto [commands, writes] = workers_[i]->limits->redis_commands_and_writes();
+        const auto& c = workers_[i]->rt->limits->counters();
+        auto [commands, writes] = workers_[i]->rt->limits->redis_commands_and_writes();
         spdlog::info(
             "loop {}: {} limiter decisions ({} limited, {} denied, {} delayed, {} redis errors); "
             "{} decisions in {} "

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -36,9 +37,19 @@ class server {
     /// Redis reachable from every loop (or no Redis configured): GET /readyz.
     bool ready() const;
 
+    /// Hot reload (SPEC §5): `next` is already validated. New requests use it; in-flight ones
+    /// finish on the old routes; unchanged upstream pools and the Redis connections carry over
+    /// (limiter state lives in Redis or the shared in-process store and survives). Settings
+    /// that need new sockets (listen, threads, admin, redis) are kept and logged.
+    void reload(std::shared_ptr<const config::config> next);
+    /// Counts a reload refused because the new file was invalid.
+    void reload_failed() { reloads_failed_.fetch_add(1); }
+
   private:
     std::shared_ptr<const config::config> cfg_;
-    std::unique_ptr<limiters::policy> policy_;      ///< shared, read-only
+    std::shared_ptr<const limiters::policy> policy_;  ///< shared, read-only, replaced on reload
+    mutable std::mutex mutex_;                        ///< guards cfg_/policy_ for reload and admin
+    std::atomic<std::uint64_t> reloads_ok_{0}, reloads_failed_{0};
     std::unique_ptr<limiters::local_store> local_;  ///< shared in-process limiter state
     std::atomic<std::size_t> open_connections_{0};
     std::vector<std::unique_ptr<worker>> workers_;

@@ -114,10 +114,11 @@ enum class limit_step { forward, next, close };
 
 // Runs the route's limiter chain. A limited, denied or unavailable request is answered here;
 // an allowed one leaves the headers of its most restrictive layer in `rate`.
-net::awaitable<limit_step> check_limits(worker& w, timed_socket& client, request_parser& parser,
-                                        const config::route_config& route, const std::string& peer,
-                                        std::optional<rate_headers>& rate, exchange_record& rec) {
-    const auto& cfg = *w.cfg;
+net::awaitable<limit_step> check_limits(worker& w, runtime& rt, timed_socket& client,
+                                        request_parser& parser, const config::route_config& route,
+                                        const std::string& peer, std::optional<rate_headers>& rate,
+                                        exchange_record& rec) {
+    const auto& cfg = *rt.cfg;
     auto& req = parser.get();
     auto user_it = req.find(cfg.identity.user_header);
     std::optional<std::string_view> user;
@@ -134,7 +135,7 @@ net::awaitable<limit_step> check_limits(worker& w, timed_socket& client, request
                                return std::string_view(it->value());
                            }};
     auto route_index = static_cast<std::size_t>(&route - cfg.routes.data());
-    auto out = co_await w.limits->check(route_index, who, static_cast<double>(route.cost));
+    auto out = co_await rt.limits->check(route_index, who, static_cast<double>(route.cost));
     const auto& d = out.decision;
     std::optional<rate_headers> headers;
     if (out.header && d.header_layer >= 0)
@@ -176,23 +177,24 @@ net::awaitable<limit_step> check_limits(worker& w, timed_socket& client, request
 
 // Counts one request in the metrics and writes its access-log line when it ends.
 struct request_scope {
-    request_scope(worker& w, const std::string& peer) : w(w), peer(peer) {}
+    request_scope(runtime& rt, const std::string& peer) : rt(rt), peer(peer) {}
     ~request_scope() {
         if (rec.status == 0) return;  // nothing was answered: the client went away
         double us =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
                 .count();
-        std::size_t r = route ? w.route_index(*route) : w.cfg->routes.size();
-        w.metrics.request(r, rec.status);
-        w.metrics.request_latency[r].observe_us(us);
+        std::size_t r = route ? rt.route_index(*route) : rt.cfg->routes.size();
+        rt.metrics->request(r, rec.status);
+        rt.metrics->request_latency[r].observe_us(us);
         if (route && rec.upstream_us >= 0)
-            w.metrics.upstream_latency[w.pool(route->upstream).index].observe_us(rec.upstream_us);
+            rt.metrics->upstream_latency[rt.upstream_index.at(route->upstream)].observe_us(
+                rec.upstream_us);
         if (access_log_enabled())
             write_access_log({peer, route ? std::string_view(route->name) : std::string_view(),
                               method, path, rec.status, rec.bytes_in, rec.bytes_out, us / 1000.0,
                               rec.limit_outcome, rec.limit_layer, rec.upstream, rec.request_id});
     }
-    worker& w;
+    runtime& rt;
     const std::string& peer;
     std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
     exchange_record rec;
@@ -215,16 +217,18 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     const std::string peer = peer_address(socket);
     timed_socket client(std::move(socket), w.sweeper);
     session_guard guard{w, w.sessions.insert(w.sessions.end(), session_slot{&client.socket, true})};
-    const auto& limits = w.cfg->limits;
     beast::flat_buffer buf;
     bool first = true;
 
     while (!w.stopping) {
+        // This request runs on the runtime in force when it starts (a reload swaps it whole).
+        auto rt = w.rt;
+        const auto& limits = rt->cfg->limits;
         auto block = co_await read_header_block(
             client, buf, limits, first ? limits.header_timeout : limits.idle_timeout, *guard.slot);
         first = false;
         if (block.status == block_status::closed) break;
-        request_scope scope(w, peer);
+        request_scope scope(*rt, peer);
         auto fail = [&](unsigned status, std::string_view code, std::string_view message,
                         bool keep = false, unsigned version = 11) {
             scope.rec.status = status;
@@ -273,7 +277,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
             scope.method.assign(req.method_string());
             scope.path = *path;
         }
-        const auto* route = w.routes.match(req.method_string(), *path, req[http::field::host]);
+        const auto* route = rt->routes.match(req.method_string(), *path, req[http::field::host]);
         if (!route) {
             bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
             std::string message = "no route for " + std::string(req.method_string()) + " " + *path;
@@ -283,12 +287,13 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         scope.route = route;
         std::optional<rate_headers> rate;
         if (!route->limiters.empty()) {
-            auto verdict = co_await check_limits(w, client, parser, *route, peer, rate, scope.rec);
+            auto verdict =
+                co_await check_limits(w, *rt, client, parser, *route, peer, rate, scope.rec);
             if (verdict == limit_step::close) break;
             if (verdict == limit_step::next) continue;
         }
-        if (!co_await proxy_request(w, client, buf, parser, *route, peer, rate ? &*rate : nullptr,
-                                    scope.rec))
+        if (!co_await proxy_request(w, *rt, client, buf, parser, *route, peer,
+                                    rate ? &*rate : nullptr, scope.rec))
             break;
     }
     error_code ignored;

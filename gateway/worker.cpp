@@ -1,31 +1,103 @@
 #include "gateway/worker.hpp"
 
+#include "limiters/redis_chain.hpp"
+
 namespace rategate::gateway {
 
-worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>& open,
-               const limiters::policy& policy, limiters::local_store& local)
-    : cfg(std::move(c)),
-      routes(*cfg),
-      metrics(cfg->routes.size(), cfg->limiters.size(), cfg->upstreams.size()),
-      limits(std::make_unique<limit_checker>(ioc.get_executor(), *cfg, policy, local, metrics)),
-      open_connections(open) {
-    std::size_t index = 0;
-    for (const auto& [name, u] : cfg->upstreams) {
-        auto pool = std::make_unique<upstream_pool>(ioc.get_executor(), sweeper, u);
-        pool->index = index++;
-        pools_.emplace(name, std::move(pool));
-    }
+namespace {
+
+limiters::redis::connection_settings settings_of(const config::redis_config& r) {
+    limiters::redis::connection_settings s;
+    s.host = r.host;
+    s.port = r.port;
+    s.password = r.password;
+    s.db = r.db;
+    s.command_timeout = r.command_timeout;
+    s.connect_timeout = std::max(std::chrono::milliseconds(200), r.command_timeout * 4);
+    s.watchdog = std::max(std::chrono::milliseconds(500), r.command_timeout * 10);
+    return s;
 }
 
-void worker::publish_metrics() {
-    limits->publish(metrics);
-    std::int64_t idle = 0;
-    for (const auto& [name, p] : pools_)
-        idle += static_cast<std::int64_t>(p->idle_count());
-    metrics.upstream_idle.store(idle, std::memory_order_relaxed);
+bool same_upstream(const config::upstream_config& a, const config::upstream_config& b) {
+    if (a.targets.size() != b.targets.size()) return false;
+    for (std::size_t i = 0; i < a.targets.size(); ++i)
+        if (a.targets[i].host != b.targets[i].host || a.targets[i].port != b.targets[i].port)
+            return false;
+    return a.connect_timeout == b.connect_timeout && a.response_timeout == b.response_timeout &&
+           a.max_idle_per_target == b.max_idle_per_target;
+}
+
+}  // namespace
+
+runtime::runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const limiters::policy> p)
+    : cfg(std::move(c)),
+      policy(std::move(p)),
+      routes(*cfg),
+      metrics(std::make_unique<loop_metrics>(cfg->routes.size(), cfg->limiters.size(),
+                                             cfg->upstreams.size())) {
+    std::size_t i = 0;
+    for (const auto& [name, u] : cfg->upstreams)
+        upstream_index[name] = i++;
+}
+
+worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>& open,
+               std::shared_ptr<const limiters::policy> policy, limiters::local_store& local)
+    : open_connections(open), local_(local) {
+    if (c->redis)
+        for (int i = 0; i < c->redis->connections_per_thread; ++i)
+            redis.push_back(std::make_unique<limiters::redis::connection>(
+                ioc.get_executor(), settings_of(*c->redis),
+                std::vector<limiters::redis::script>{
+                    {"chain", std::string(limiters::chain_script())}}));
+    install(std::move(c), std::move(policy));
 }
 
 worker::~worker() = default;
+
+void worker::install(std::shared_ptr<const config::config> c,
+                     std::shared_ptr<const limiters::policy> policy) {
+    auto next = std::make_shared<runtime>(std::move(c), std::move(policy));
+    next->limits = std::make_unique<limit_checker>(ioc.get_executor(), *next->cfg, *next->policy,
+                                                   local_, *next->metrics, redis);
+    for (const auto& [name, u] : next->cfg->upstreams) {
+        std::shared_ptr<upstream_pool> pool;
+        if (rt) {
+            auto it = rt->pools.find(name);
+            if (it != rt->pools.end() && same_upstream(it->second->settings(), u))
+                pool = it->second;
+        }
+        if (!pool) pool = std::make_shared<upstream_pool>(ioc.get_executor(), sweeper, u);
+        next->pools.emplace(name, std::move(pool));
+    }
+    if (rt) {
+        // Pools of removed or changed upstreams close their idle connections now; in-flight
+        // requests still hold them and finish on them.
+        for (auto& [name, pool] : rt->pools) {
+            auto it = next->pools.find(name);
+            if (it == next->pools.end() || it->second != pool) pool->close_idle();
+        }
+    }
+    std::lock_guard lock(rt_mutex_);
+    rt = std::move(next);
+}
+
+std::shared_ptr<runtime> worker::snapshot() const {
+    std::lock_guard lock(rt_mutex_);
+    return rt;
+}
+
+void worker::start() {
+    for (auto& c : redis)
+        c->start();
+}
+
+void worker::publish_metrics() {
+    rt->limits->publish(*rt->metrics);
+    std::int64_t idle = 0;
+    for (const auto& [name, p] : rt->pools)
+        idle += static_cast<std::int64_t>(p->idle_count());
+    rt->metrics->upstream_idle.store(idle, std::memory_order_relaxed);
+}
 
 std::unique_ptr<char[]> worker::take_buffer() {
     if (free_buffers_.empty()) return std::make_unique<char[]>(relay_buffer_size);
@@ -46,10 +118,11 @@ void worker::begin_shutdown() {
     }
     for (auto& s : sessions)
         if (s.idle) s.socket->cancel();
-    for (auto& [name, p] : pools_)
+    for (auto& [name, p] : rt->pools)
         p->close_idle();
     sweeper.stop();
-    limits->stop();
+    for (auto& c : redis)
+        c->stop();
 }
 
 }  // namespace rategate::gateway

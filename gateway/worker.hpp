@@ -9,6 +9,7 @@
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
 #include "gateway/upstream_pool.hpp"
+#include "limiters/redis/connection.hpp"
 
 namespace rategate::gateway {
 
@@ -27,45 +29,69 @@ struct session_slot {
     bool idle = true;  ///< waiting for the next request (safe to close)
 };
 
+/// Everything that follows the config: swapped whole on reload. A request takes a snapshot at
+/// its start and finishes on it; new requests see the new one.
+struct runtime {
+    std::shared_ptr<const config::config> cfg;
+    std::shared_ptr<const limiters::policy> policy;
+    route_table routes;
+    std::unique_ptr<loop_metrics> metrics;  ///< read by the admin endpoint
+    std::unique_ptr<limit_checker> limits;
+    std::map<std::string, std::shared_ptr<upstream_pool>>
+        pools;                                          ///< kept across reloads when unchanged
+    std::map<std::string, std::size_t> upstream_index;  ///< metrics position by name
+
+    runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const limiters::policy> p);
+    /// The pool of upstream `name` (validated to exist by the config loader).
+    upstream_pool& pool(const std::string& name) { return *pools.at(name); }
+    std::size_t route_index(const config::route_config& r) const {
+        return static_cast<std::size_t>(&r - cfg->routes.data());
+    }
+};
+
 class worker {
   public:
     /// `open_connections` counts client connections across all workers (max_connections).
     worker(std::shared_ptr<const config::config> cfg, std::atomic<std::size_t>& open_connections,
-           const limiters::policy& policy, limiters::local_store& local);
+           std::shared_ptr<const limiters::policy> policy, limiters::local_store& local);
     ~worker();
 
     // One thread per loop; the reactor needs no locking (posts from other threads still lock).
     boost::asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
     deadline_sweeper sweeper;  ///< before the pools and sessions that register with it
-    std::shared_ptr<const config::config> cfg;
-    route_table routes;
-    loop_metrics metrics;                   ///< read by the admin endpoint
-    std::unique_ptr<limit_checker> limits;  ///< this loop's limiter backend(s)
+    std::vector<std::unique_ptr<limiters::redis::connection>> redis;  ///< survive reloads
+    /// The runtime in force. Replaced only on this loop's thread (install); other threads read
+    /// it through snapshot(), under `rt_mutex_` — the request path takes no lock.
+    std::shared_ptr<runtime> rt;
     std::atomic<std::size_t>& open_connections;
     std::optional<boost::asio::ip::tcp::acceptor> acceptor;
     std::list<session_slot> sessions;
     bool stopping = false;
 
-    /// The pool of upstream `name` (validated to exist by the config loader).
-    upstream_pool& pool(const std::string& name) { return *pools_.at(name); }
+    /// Builds a runtime for `cfg` (reusing unchanged upstream pools and the Redis connections)
+    /// and makes it current. Runs on this worker's thread.
+    void install(std::shared_ptr<const config::config> cfg,
+                 std::shared_ptr<const limiters::policy> policy);
+    /// The runtime in force, for other threads (admin).
+    std::shared_ptr<runtime> snapshot() const;
 
     /// A relay buffer of relay_buffer_size bytes from this thread's free list.
     std::unique_ptr<char[]> take_buffer();
     void give_buffer(std::unique_ptr<char[]> b);
     static constexpr std::size_t relay_buffer_size = 64 * 1024;
 
+    /// Starts the Redis connections, if configured.
+    void start();
     /// Stops accepting, closes idle keep-alive sessions and idle upstream connections; busy
     /// sessions close after their current response. Runs on this worker's thread.
     void begin_shutdown();
 
-    /// Copies what the Redis connections and pools count into `metrics` (every 250 ms).
+    /// Copies what the Redis connections and pools count into the metrics (every 250 ms).
     void publish_metrics();
-    std::size_t route_index(const config::route_config& r) const {
-        return static_cast<std::size_t>(&r - cfg->routes.data());
-    }
 
   private:
-    std::map<std::string, std::unique_ptr<upstream_pool>> pools_;
+    limiters::local_store& local_;
+    mutable std::mutex rt_mutex_;
     std::vector<std::unique_ptr<char[]>> free_buffers_;
 };
 
