@@ -26,3 +26,16 @@ build() {
     cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
     cmake --build "$dir" -j "$(nproc)"
 }
+
+# start_redis: a throwaway redis-server on a free loopback port; sets REDIS_PORT and REDIS_PID
+# and stops it when the calling script exits.
+start_redis() {
+    REDIS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
+        --logfile /dev/null &
+    REDIS_PID=$!
+    trap 'kill $REDIS_PID 2>/dev/null' EXIT
+    for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && return 0; sleep 0.1; done
+    echo "redis-server did not start" >&2
+    return 1
+}

@@ -37,62 +37,17 @@ struct relay_result {
     std::uint64_t body_bytes = 0;
 };
 
-// Streams the message held by parser `p` from `in` to `out` through serializer `sr`:
-// header first, then the body one buffer at a time (Beast's relay() shape).
+// Streams the message held by parser `p` from `in` to `out`, one buffer at a time (Beast's
+// relay() shape). With a serializer `sr` the message is written through it (chunked bodies are
+// re-framed); without one the body is sized or empty and goes out byte for byte after the
+// serialized `head`, which rides the first write.
 template <bool is_request>
 net::awaitable<relay_result> relay(timed_socket& in, beast::flat_buffer& in_buf,
                                    http::parser<is_request, http::buffer_body>& p,
                                    timed_socket& out,
-                                   http::serializer<is_request, http::buffer_body>& sr,
-                                   milliseconds read_timeout, milliseconds write_timeout, char* buf,
-                                   std::size_t buf_size) {
-    relay_result r;
-    auto& body = p.get().body();
-    for (;;) {
-        if (!p.is_done()) {
-            body.data = buf;
-            body.size = buf_size;
-            in.timer.expires_after(read_timeout);
-            auto [ec, n] = co_await http::async_read_some(in.socket, in_buf, p, use_nothrow);
-            if (ec == http::error::need_buffer) ec = {};
-            if (ec && in.timer.expired()) ec = net::error::timed_out;
-            if (ec) {
-                r.read = ec;
-                co_return r;
-            }
-            auto produced = buf_size - body.size;
-            // Nothing to forward yet (e.g. a chunk header): read on rather than emit an empty
-            // chunk.
-            if (produced == 0 && !p.is_done()) continue;
-            body.data = produced ? buf : nullptr;
-            body.size = produced;
-            body.more = !p.is_done();
-            r.body_bytes += produced;
-        } else {
-            body.data = nullptr;
-            body.size = 0;
-            body.more = false;
-        }
-        out.timer.expires_after(write_timeout);
-        auto [wec, wn] = co_await http::async_write(out.socket, sr, use_nothrow);
-        if (wec == http::error::need_buffer) wec = {};
-        if (wec && out.timer.expired()) wec = net::error::timed_out;
-        if (wec) {
-            r.write = wec;
-            co_return r;
-        }
-        if (sr.is_done() || (p.is_done() && !body.more)) co_return r;
-    }
-}
-
-// Relays a message whose body is sized or empty: its serialized `head` goes out with the first
-// body bytes in one write, then the body as it arrives, byte for byte.
-template <bool is_request>
-net::awaitable<relay_result> relay_sized(timed_socket& in, beast::flat_buffer& in_buf,
-                                         http::parser<is_request, http::buffer_body>& p,
-                                         timed_socket& out, const std::string& head,
-                                         milliseconds read_timeout, milliseconds write_timeout,
-                                         char* buf, std::size_t buf_size) {
+                                   http::serializer<is_request, http::buffer_body>* sr,
+                                   const std::string* head, milliseconds read_timeout,
+                                   milliseconds write_timeout, char* buf, std::size_t buf_size) {
     relay_result r;
     auto& body = p.get().body();
     bool head_sent = false;
@@ -110,20 +65,32 @@ net::awaitable<relay_result> relay_sized(timed_socket& in, beast::flat_buffer& i
                 co_return r;
             }
             produced = buf_size - body.size;
+            // Nothing to forward yet (e.g. a chunk header): read on rather than emit an empty
+            // chunk.
             if (produced == 0 && !p.is_done()) continue;
             r.body_bytes += produced;
         }
-        std::array<net::const_buffer, 2> pieces{head_sent ? net::const_buffer() : net::buffer(head),
-                                                net::buffer(buf, produced)};
         out.timer.expires_after(write_timeout);
-        auto [wec, wn] = co_await net::async_write(out.socket, pieces, use_nothrow);
+        error_code wec;
+        if (sr) {
+            body.data = produced ? buf : nullptr;
+            body.size = produced;
+            body.more = !p.is_done();
+            auto [ec, wn] = co_await http::async_write(out.socket, *sr, use_nothrow);
+            wec = ec == http::error::need_buffer ? error_code{} : ec;
+        } else {
+            std::array<net::const_buffer, 2> pieces{
+                head_sent ? net::const_buffer() : net::buffer(*head), net::buffer(buf, produced)};
+            auto [ec, wn] = co_await net::async_write(out.socket, pieces, use_nothrow);
+            wec = ec;
+            head_sent = true;
+        }
         if (wec && out.timer.expired()) wec = net::error::timed_out;
         if (wec) {
             r.write = wec;
             co_return r;
         }
-        head_sent = true;
-        if (p.is_done()) co_return r;
+        if (sr ? (sr->is_done() || (p.is_done() && !body.more)) : p.is_done()) co_return r;
     }
 }
 
@@ -241,15 +208,16 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         relay_result sent;
         if (request_chunked) {
             http::serializer<true, http::buffer_body> sr{req};
-            sent = co_await relay<true>(client, client_buffer, parser, up->io, sr,
+            sent = co_await relay<true>(client, client_buffer, parser, up->io, &sr, nullptr,
                                         limits.idle_timeout, up_cfg.response_timeout, buffer.get(),
                                         worker::relay_buffer_size);
         } else {
             up->request_head.clear();
             append_request_head(up->request_head, req);
-            sent = co_await relay_sized<true>(
-                client, client_buffer, parser, up->io, up->request_head, limits.idle_timeout,
-                up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
+            sent = co_await relay<true>(client, client_buffer, parser, up->io, nullptr,
+                                        &up->request_head, limits.idle_timeout,
+                                        up_cfg.response_timeout, buffer.get(),
+                                        worker::relay_buffer_size);
         }
         if (sent.read) {
             if (sent.read == http::error::body_limit)
@@ -308,14 +276,15 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     relay_result got;
     if (res.chunked()) {
         http::serializer<false, http::buffer_body> rs{res};
-        got = co_await relay<false>(up->io, up->buffer, *rp, client, rs, up_cfg.response_timeout,
-                                    limits.idle_timeout, buffer.get(), worker::relay_buffer_size);
+        got = co_await relay<false>(up->io, up->buffer, *rp, client, &rs, nullptr,
+                                    up_cfg.response_timeout, limits.idle_timeout, buffer.get(),
+                                    worker::relay_buffer_size);
     } else {
         up->response_head.clear();
         append_response_head(up->response_head, res);
-        got = co_await relay_sized<false>(up->io, up->buffer, *rp, client, up->response_head,
-                                          up_cfg.response_timeout, limits.idle_timeout,
-                                          buffer.get(), worker::relay_buffer_size);
+        got = co_await relay<false>(up->io, up->buffer, *rp, client, nullptr, &up->response_head,
+                                    up_cfg.response_timeout, limits.idle_timeout, buffer.get(),
+                                    worker::relay_buffer_size);
     }
     record.bytes_out = got.body_bytes;
     if (got.read || got.write) {

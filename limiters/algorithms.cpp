@@ -262,8 +262,35 @@ rule_outcome sliding_window_counter(const rule_params& p, const double* in, doub
     return o;
 }
 
-// Guava SmoothBursty, decided as tryAcquire(cost, delay). State: stored permits,
-// next free ticket (µs), last time seen.
+// Guava SmoothRateLimiter: tryAcquire(cost, timeout = delay) at time t — canAcquire, then
+// resync and reserveEarliestAvailable. `stored_wait(stored, spend)` is the subclass's
+// storedPermitsToWaitTime (0 for SmoothBursty). Updates stored and next_free in place.
+template <class StoredWait>
+rule_outcome guava_acquire(double& stored, double& next_free, double t, double cost, double delay,
+                           double max_permits, double cool_down, double stable,
+                           StoredWait stored_wait) {
+    rule_outcome o;
+    if (next_free - delay > t) {
+        o.retry = std::ceil(next_free - t);
+        return o;
+    }
+    if (t > next_free) {
+        stored = std::min(max_permits, stored + (t - next_free) / cool_down);
+        next_free = t;
+    }
+    double moment = next_free;
+    double spend = std::min(cost, stored);
+    double fresh = cost - spend;
+    next_free = next_free + (stored_wait(stored, spend) + std::floor(fresh * stable));
+    stored = stored - spend;
+    o.ok = true;
+    o.wait = std::max(moment - t, 0.0);
+    o.reserved = o.wait > 0;
+    return o;
+}
+
+// Guava SmoothBursty. State: stored permits, next free ticket (µs), last time seen. A key idle
+// for idle_ttl past its next free ticket is a fresh limiter (no stored permits).
 rule_outcome smooth_bursty(const rule_params& p, const double* in, double* out, double now,
                            double cost, double delay) {
     double rate = p[0], max_burst_seconds = p[1], idle_ttl = p[2];
@@ -276,23 +303,8 @@ rule_outcome smooth_bursty(const rule_params& p, const double* in, double* out, 
         last = in[2];
     }
     double t = std::max(now, last);
-    rule_outcome o;
-    if (next_free - delay > t) {
-        o.retry = std::ceil(next_free - t);
-    } else {
-        if (t > next_free) {
-            stored = std::min(max_permits, stored + (t - next_free) / interval);
-            next_free = t;
-        }
-        double moment = next_free;
-        double spend = std::min(cost, stored);
-        double fresh = cost - spend;
-        next_free = next_free + std::floor(fresh * interval);
-        stored = stored - spend;
-        o.ok = true;
-        o.wait = std::max(moment - t, 0.0);
-        o.reserved = o.wait > 0;
-    }
+    auto o = guava_acquire(stored, next_free, t, cost, delay, max_permits, interval, interval,
+                           [](double, double) { return 0.0; });
     out[0] = stored;
     out[1] = next_free;
     out[2] = t;
@@ -302,8 +314,7 @@ rule_outcome smooth_bursty(const rule_params& p, const double* in, double* out, 
     return o;
 }
 
-// Guava SmoothWarmingUp, decided as tryAcquire(cost, delay); a new key starts cold.
-// State: stored permits, next free ticket (µs), last time seen.
+// Guava SmoothWarmingUp; a new key starts cold. State as smooth_bursty.
 rule_outcome smooth_warming_up(const rule_params& p, const double* in, double* out, double now,
                                double cost, double delay) {
     double rate = p[0], warmup = p[1], cold_factor = p[2];
@@ -317,20 +328,9 @@ rule_outcome smooth_warming_up(const rule_params& p, const double* in, double* o
     double next_free = in ? in[1] : now;
     double last = in ? in[2] : now;
     double t = std::max(now, last);
-    rule_outcome o;
-    if (next_free - delay > t) {
-        o.retry = std::ceil(next_free - t);
-    } else {
-        if (t > next_free) {
-            stored = std::min(max_permits, stored + (t - next_free) / cool_down);
-            next_free = t;
-        }
-        double moment = next_free;
-        double spend = std::min(cost, stored);
-        double fresh = cost - spend;
-        // storedPermitsToWaitTime(stored, spend)
-        double above = stored - threshold;
-        double take = spend;
+    // storedPermitsToWaitTime: the trapezoid above the threshold, then the stable interval.
+    auto stored_wait = [&](double stored_now, double take) {
+        double above = stored_now - threshold;
         double micros = 0;
         if (above > 0) {
             double above_take = std::min(above, take);
@@ -338,13 +338,10 @@ rule_outcome smooth_warming_up(const rule_params& p, const double* in, double* o
             micros = std::floor(above_take * length / 2.0);
             take = take - above_take;
         }
-        micros = micros + std::floor(stable * take);
-        next_free = next_free + (micros + std::floor(fresh * stable));
-        stored = stored - spend;
-        o.ok = true;
-        o.wait = std::max(moment - t, 0.0);
-        o.reserved = o.wait > 0;
-    }
+        return micros + std::floor(stable * take);
+    };
+    auto o = guava_acquire(stored, next_free, t, cost, delay, max_permits, cool_down, stable,
+                           stored_wait);
     out[0] = stored;
     out[1] = next_free;
     out[2] = t;

@@ -1,6 +1,8 @@
 -- smooth_bursty: Guava SmoothBursty decided as tryAcquire(cost, delay).
--- State: stored permits, next free ticket, last time seen.
+-- State: stored permits, next free ticket, last time seen; a key idle for idle_ttl past its
+-- next free ticket is a fresh limiter (no stored permits).
 SIZE[7] = function(p) return 3 end
+local function no_stored_wait() return 0 end
 A[7] = function(p, st, off, now, cost, delay, out)
   local rate, max_burst_seconds, idle_ttl = p[1], p[2], p[3]
   local interval = 1e6 / rate
@@ -10,23 +12,9 @@ A[7] = function(p, st, off, now, cost, delay, out)
     stored, next_free, last = st[off + 1], st[off + 2], st[off + 3]
   end
   local t = max(now, last)
-  local ok, reserved, wait, retry = false, false, 0, 0
-  if next_free - delay > t then
-    retry = ceil(next_free - t)
-  else
-    if t > next_free then
-      stored = min(max_permits, stored + (t - next_free) / interval)
-      next_free = t
-    end
-    local moment = next_free
-    local spend = min(cost, stored)
-    local fresh = cost - spend
-    next_free = next_free + floor(fresh * interval)
-    stored = stored - spend
-    ok = true
-    wait = max(moment - t, 0)
-    reserved = wait > 0
-  end
+  local ok, reserved, wait, retry
+  ok, reserved, wait, retry, stored, next_free =
+    guava_acquire(stored, next_free, t, cost, delay, max_permits, interval, interval, no_stored_wait)
   out[off + 1] = stored
   out[off + 2] = next_free
   out[off + 3] = t

@@ -12,19 +12,9 @@ A[8] = function(p, st, off, now, cost, delay, out)
   local stored, next_free, last = max_permits, now, now
   if st then stored, next_free, last = st[off + 1], st[off + 2], st[off + 3] end
   local t = max(now, last)
-  local ok, reserved, wait, retry = false, false, 0, 0
-  if next_free - delay > t then
-    retry = ceil(next_free - t)
-  else
-    if t > next_free then
-      stored = min(max_permits, stored + (t - next_free) / cool_down)
-      next_free = t
-    end
-    local moment = next_free
-    local spend = min(cost, stored)
-    local fresh = cost - spend
-    local above = stored - threshold
-    local take = spend
+  -- storedPermitsToWaitTime: the trapezoid above the threshold, then the stable interval.
+  local function stored_wait(stored_now, take)
+    local above = stored_now - threshold
     local micros = 0
     if above > 0 then
       local above_take = min(above, take)
@@ -32,13 +22,11 @@ A[8] = function(p, st, off, now, cost, delay, out)
       micros = floor(above_take * length / 2.0)
       take = take - above_take
     end
-    micros = micros + floor(stable * take)
-    next_free = next_free + (micros + floor(fresh * stable))
-    stored = stored - spend
-    ok = true
-    wait = max(moment - t, 0)
-    reserved = wait > 0
+    return micros + floor(stable * take)
   end
+  local ok, reserved, wait, retry
+  ok, reserved, wait, retry, stored, next_free =
+    guava_acquire(stored, next_free, t, cost, delay, max_permits, cool_down, stable, stored_wait)
   out[off + 1] = stored
   out[off + 2] = next_free
   out[off + 3] = t
