@@ -20,6 +20,8 @@ parser.add_argument("-d", "--duration", type=int, default=5)
 parser.add_argument("-c", "--connections", type=int, default=64)
 parser.add_argument("-w", "--warmup", type=int, default=2)
 parser.add_argument("--path", default="/api/items")
+parser.add_argument("--access-log", action="store_true",
+                    help="also run rategate with the access log on (text, to a file)")
 parser.add_argument("--limits", action="store_true",
                     help="also run rategate with a 4-layer chain on Redis and nginx with limit_req zones")
 args = parser.parse_args()
@@ -102,7 +104,7 @@ px = nginx("nginx-proxy", """upstream backend { server 127.0.0.1:%d; keepalive 6
 targets["nginx-proxy"] = (nginx_port, px)
 
 
-def rategate(name, port, base=None):
+def rategate(name, port, base=None, access_log=False):
     cfg = {"routes": [{"name": "bench", "match": {"path_prefix": "/"}, "upstream": "bench"}]}
     if base:
         with open(base) as f:
@@ -113,6 +115,7 @@ def rategate(name, port, base=None):
     for u in cfg["upstreams"].values():
         u["targets"] = ["127.0.0.1:%d" % up_port]
     cfg["upstreams"].setdefault("bench", {"targets": ["127.0.0.1:%d" % up_port]})
+    cfg["log"] = {"access_log": access_log, "format": "text"}
     path = os.path.join(work, name + ".json")
     with open(path, "w") as f:
         json.dump(cfg, f)
@@ -120,6 +123,9 @@ def rategate(name, port, base=None):
 
 
 targets["rategate"] = (gw_port, rategate("rategate", gw_port))
+if args.access_log:
+    port = free_port()
+    targets["rategate-access-log"] = (port, rategate("rategate-access-log", port, access_log=True))
 redis_proc = None
 if args.limits:
     redis_port = free_port()

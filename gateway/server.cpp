@@ -134,15 +134,15 @@ std::string server::metrics_text() const {
         std::lock_guard lock(mutex_);
         cfg = cfg_;
     }
-    // Each loop's runtime is held while rendering; a loop that has not installed the newest
+    // Each loop's metrics are held while rendering; a loop that has not installed the newest
     // config yet (a reload in progress) is left out of this scrape.
-    std::vector<std::shared_ptr<runtime>> held;
+    std::vector<std::shared_ptr<const loop_metrics>> held;
     std::vector<const loop_metrics*> loops;
     for (const auto& w : workers_) {
-        auto rt = w->snapshot();
-        if (rt->cfg != cfg) continue;
-        loops.push_back(rt->metrics.get());
-        held.push_back(std::move(rt));
+        auto [loop_cfg, metrics] = w->snapshot();
+        if (loop_cfg != cfg) continue;
+        loops.push_back(metrics.get());
+        held.push_back(std::move(metrics));
     }
     return render_metrics(*cfg, loops, open_connections_.load(), reloads_ok_.load(),
                           reloads_failed_.load());
@@ -154,7 +154,7 @@ bool server::ready() const {
         if (!cfg_->redis) return true;
     }
     for (const auto& w : workers_)
-        if (w->snapshot()->metrics->redis_state.load(std::memory_order_relaxed) > 1) return false;
+        if (w->snapshot().second->redis_state.load(std::memory_order_relaxed) > 1) return false;
     return true;
 }
 

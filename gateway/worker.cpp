@@ -33,7 +33,7 @@ runtime::runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const 
     : cfg(std::move(c)),
       policy(std::move(p)),
       routes(*cfg),
-      metrics(std::make_unique<loop_metrics>(cfg->routes.size(), cfg->limiters.size(),
+      metrics(std::make_shared<loop_metrics>(cfg->routes.size(), cfg->limiters.size(),
                                              cfg->upstreams.size())) {
     std::size_t i = 0;
     for (const auto& [name, u] : cfg->upstreams)
@@ -81,9 +81,10 @@ void worker::install(std::shared_ptr<const config::config> c,
     rt = std::move(next);
 }
 
-std::shared_ptr<runtime> worker::snapshot() const {
+std::pair<std::shared_ptr<const config::config>, std::shared_ptr<const loop_metrics>>
+worker::snapshot() const {
     std::lock_guard lock(rt_mutex_);
-    return rt;
+    return {rt->cfg, rt->metrics};
 }
 
 void worker::start() {

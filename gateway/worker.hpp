@@ -35,7 +35,7 @@ struct runtime {
     std::shared_ptr<const config::config> cfg;
     std::shared_ptr<const limiters::policy> policy;
     route_table routes;
-    std::unique_ptr<loop_metrics> metrics;  ///< read by the admin endpoint
+    std::shared_ptr<loop_metrics> metrics;  ///< read by the admin endpoint
     std::unique_ptr<limit_checker> limits;
     std::map<std::string, std::shared_ptr<upstream_pool>>
         pools;                                          ///< kept across reloads when unchanged
@@ -72,8 +72,10 @@ class worker {
     /// and makes it current. Runs on this worker's thread.
     void install(std::shared_ptr<const config::config> cfg,
                  std::shared_ptr<const limiters::policy> policy);
-    /// The runtime in force, for other threads (admin).
-    std::shared_ptr<runtime> snapshot() const;
+    /// The config and metrics in force, for other threads (admin). Never the runtime itself:
+    /// a runtime must be destroyed on its own loop's thread.
+    std::pair<std::shared_ptr<const config::config>, std::shared_ptr<const loop_metrics>> snapshot()
+        const;
 
     /// A relay buffer of relay_buffer_size bytes from this thread's free list.
     std::unique_ptr<char[]> take_buffer();
