@@ -100,12 +100,13 @@ std::string peer_address(const net::ip::tcp::socket& s) {
 }
 
 // The path of a request target for routing: origin-form or absolute-form, query dropped.
-std::optional<std::string> target_path(std::string_view target) {
+// A view into `target`, which must outlive it.
+std::optional<std::string_view> target_path(std::string_view target) {
     if (auto origin = boost::urls::parse_origin_form(target))
-        return std::string(origin->encoded_path());
+        return std::string_view(origin->encoded_path());
     if (auto absolute = boost::urls::parse_absolute_uri(target)) {
         auto p = absolute->encoded_path();
-        return p.empty() ? std::string("/") : std::string(p);
+        return p.empty() ? std::string_view("/") : std::string_view(p);
     }
     return std::nullopt;
 }
@@ -280,7 +281,8 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         const auto* route = rt->routes.match(req.method_string(), *path, req[http::field::host]);
         if (!route) {
             bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
-            std::string message = "no route for " + std::string(req.method_string()) + " " + *path;
+            std::string message =
+                "no route for " + std::string(req.method_string()) + " " + std::string(*path);
             if (!co_await fail(404, "not_found", message, keep, req.version()) || !keep) break;
             continue;
         }
