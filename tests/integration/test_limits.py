@@ -13,6 +13,7 @@ def limiter(scope, algorithm, rules, **extra):
     return d
 
 
+# Exact counts use sliding_window_log: a fixed window could roll over mid-test.
 class LimitTest(GatewayTest):
     def make(self, limiters, routes, redis=True, on_redis_error="allow", threads=1, **extra):
         self.up = self.upstream()
@@ -40,14 +41,14 @@ class LimitTest(GatewayTest):
 
 class Scopes(LimitTest):
     def test_per_user_limits_isolate_users(self):
-        self.make({"per-user": limiter("user", "fixed_window", [{"limit": 3, "window": "1m"}])},
+        self.make({"per-user": limiter("user", "sliding_window_log", [{"limit": 3, "window": "1m"}])},
                   [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["per-user"]}])
         self.assertEqual(self.statuses("/api/x", 5, {"X-User-Id": "alice"}), [200, 200, 200, 429, 429])
         self.assertEqual(self.statuses("/api/x", 3, {"X-User-Id": "bob"}), [200, 200, 200])
 
     def test_global_is_shared_across_routes_route_scope_is_not(self):
-        self.make({"g": limiter("global", "fixed_window", [{"limit": 4, "window": "1m"}]),
-                   "r": limiter("route", "fixed_window", [{"limit": 2, "window": "1m"}])},
+        self.make({"g": limiter("global", "sliding_window_log", [{"limit": 4, "window": "1m"}]),
+                   "r": limiter("route", "sliding_window_log", [{"limit": 2, "window": "1m"}])},
                   [{"name": "a", "match": {"path_prefix": "/a"}, "limiters": ["g"]},
                    {"name": "b", "match": {"path_prefix": "/b"}, "limiters": ["g"]},
                    {"name": "c", "match": {"path_prefix": "/c"}, "limiters": ["r"]},
@@ -57,7 +58,7 @@ class Scopes(LimitTest):
         self.assertEqual(self.statuses("/d", 2), [200, 200])  # its own counter
 
     def test_forwarded_for_only_believed_from_trusted_proxies(self):
-        self.make({"per-ip": limiter("ip", "fixed_window", [{"limit": 2, "window": "1m"}])},
+        self.make({"per-ip": limiter("ip", "sliding_window_log", [{"limit": 2, "window": "1m"}])},
                   [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["per-ip"]}])
         # From 127.0.0.1 (trusted): the right-most untrusted X-Forwarded-For address is the client.
         self.assertEqual(self.statuses("/api/x", 3, {"X-Forwarded-For": "198.51.100.1"}), [200, 200, 429])
@@ -65,16 +66,16 @@ class Scopes(LimitTest):
         self.assertEqual(self.statuses("/api/x", 1, {"X-Forwarded-For": "9.9.9.9, 198.51.100.2"}), [429])
 
     def test_untrusted_client_cannot_dodge_with_forged_forwarded_for(self):
-        self.make({"per-ip": limiter("ip", "fixed_window", [{"limit": 2, "window": "1m"}])},
+        self.make({"per-ip": limiter("ip", "sliding_window_log", [{"limit": 2, "window": "1m"}])},
                   [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["per-ip"]}],
                   identity={"user": {"header": "X-User-Id"}, "client_ip": {"trusted_proxies": ["10.0.0.0/8"]}})
         forged = [self.statuses("/api/x", 1, {"X-Forwarded-For": "203.0.113.%d" % i})[0] for i in range(4)]
         self.assertEqual(forged, [200, 200, 429, 429])  # every forged value maps to the real peer
 
     def test_missing_identity_policies(self):
-        self.make({"skip": limiter("user", "fixed_window", [{"limit": 1, "window": "1m"}]),
-                   "deny": limiter("user", "fixed_window", [{"limit": 5, "window": "1m"}], on_missing_key="deny"),
-                   "anon": limiter("user", "fixed_window", [{"limit": 2, "window": "1m"}],
+        self.make({"skip": limiter("user", "sliding_window_log", [{"limit": 1, "window": "1m"}]),
+                   "deny": limiter("user", "sliding_window_log", [{"limit": 5, "window": "1m"}], on_missing_key="deny"),
+                   "anon": limiter("user", "sliding_window_log", [{"limit": 2, "window": "1m"}],
                                    on_missing_key="anonymous")},
                   [{"name": "s", "match": {"path_prefix": "/s"}, "limiters": ["skip"]},
                    {"name": "d", "match": {"path_prefix": "/d"}, "limiters": ["deny"]},
@@ -127,7 +128,7 @@ class Headers(LimitTest):
         self.assertIsNone(a.header("X-RateLimit-Remaining"))
 
     def test_backend_ratelimit_headers_are_never_loosened(self):
-        self.make({"u": limiter("user", "fixed_window", [{"limit": 100, "window": "1m"}])},
+        self.make({"u": limiter("user", "sliding_window_log", [{"limit": 100, "window": "1m"}])},
                   [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["u"], "headers": "legacy",
                     "strip_prefix": "/api"}])
         r = get(self.gw.port, "/api/headers?set=X-RateLimit-Remaining:3&set=X-RateLimit-Limit:5",
@@ -139,8 +140,8 @@ class Headers(LimitTest):
 
 class ChainRule(LimitTest):
     def test_rejections_by_the_user_layer_do_not_drain_the_global_layer(self):
-        self.make({"global": limiter("global", "fixed_window", [{"limit": 10, "window": "1m"}]),
-                   "per-user": limiter("user", "fixed_window", [{"limit": 2, "window": "1m"}])},
+        self.make({"global": limiter("global", "sliding_window_log", [{"limit": 10, "window": "1m"}]),
+                   "per-user": limiter("user", "sliding_window_log", [{"limit": 2, "window": "1m"}])},
                   [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["global", "per-user"]}])
         self.assertEqual(self.statuses("/api/x", 20, {"X-User-Id": "greedy"}), [200, 200] + [429] * 18)
         # 18 rejected requests consumed nothing globally: 8 more users' worth still pass
@@ -148,7 +149,7 @@ class ChainRule(LimitTest):
         self.assertEqual(passed, 8)
 
     def test_shadow_layer_never_rejects(self):
-        self.make({"shadow": limiter("user", "fixed_window", [{"limit": 1, "window": "1m"}], mode="shadow")},
+        self.make({"shadow": limiter("user", "sliding_window_log", [{"limit": 1, "window": "1m"}], mode="shadow")},
                   [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["shadow"]}])
         self.assertEqual(self.statuses("/api/x", 5, {"X-User-Id": "s"}), [200] * 5)
 
@@ -196,7 +197,7 @@ class Distributed(LimitTest):
 
 class RedisFailure(LimitTest):
     ROUTES = [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["u"]}]
-    LIMITERS = {"u": limiter("user", "fixed_window", [{"limit": 3, "window": "1m"}])}
+    LIMITERS = {"u": limiter("user", "sliding_window_log", [{"limit": 3, "window": "1m"}])}
 
     def kill_redis(self):
         self.redis.stop()

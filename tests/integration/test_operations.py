@@ -45,8 +45,8 @@ class Admin(GatewayTest):
             "admin": {"listen": "127.0.0.1:%d" % self.admin_port},
             "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]}},
             "limiters": {
-                "per-user": {"scope": "user", "algorithm": "fixed_window", "rules": [{"limit": 2, "window": "1m"}]},
-                "shadow": {"scope": "user", "algorithm": "fixed_window", "rules": [{"limit": 1, "window": "1m"}],
+                "per-user": {"scope": "user", "algorithm": "sliding_window_log", "rules": [{"limit": 2, "window": "1m"}]},
+                "shadow": {"scope": "user", "algorithm": "sliding_window_log", "rules": [{"limit": 1, "window": "1m"}],
                            "mode": "shadow"},
             },
             "routes": [

@@ -12,7 +12,7 @@ def config(upstream_port, limit, extra_route=None, redis_port=None, admin_port=N
     cfg = {
         "threads": 2,
         "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % upstream_port]}},
-        "limiters": {"u": {"scope": "user", "algorithm": "fixed_window", "rules": [{"limit": limit, "window": "1m"}]}},
+        "limiters": {"u": {"scope": "user", "algorithm": "sliding_window_log", "rules": [{"limit": limit, "window": "1m"}]}},
         "routes": [{"name": "api", "match": {"path_prefix": "/api"}, "upstream": "demo", "limiters": ["u"],
                     "headers": "legacy"}],
     }
