@@ -1,5 +1,5 @@
 // The access log (SPEC §5): one line per request, text or JSON, through an asynchronous spdlog
-// logger so that writing never blocks an event loop (a full queue drops the oldest line).
+// logger so that writing never blocks an event loop (a full queue drops the oldest chunk).
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,9 @@ struct access_entry {
 void init_access_log(const config::log_config& cfg);
 bool access_log_enabled();
 void write_access_log(const access_entry& e);
+/// Hands this thread's buffered lines to the logger (each event loop calls it every 250 ms and
+/// when it ends).
+void flush_access_log();
 void shutdown_access_log();
 
 }  // namespace rategate::gateway

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <stdexcept>
 
+#include "gateway/access_log.hpp"
 #include "gateway/admin.hpp"
 #include "gateway/session.hpp"
 #include "gateway/worker.hpp"
@@ -46,6 +47,7 @@ net::awaitable<void> metrics_ticker(worker& w) {
     net::steady_timer t(w.ioc);
     while (!w.stopping) {
         w.publish_metrics();
+        flush_access_log();
         t.expires_after(std::chrono::milliseconds(250));
         co_await t.async_wait(use_nothrow);
     }
@@ -120,6 +122,7 @@ void server::start() {
         threads_.emplace_back([this, wp = w.get()] {
             try {
                 wp->ioc.run();
+                flush_access_log();
             } catch (const std::exception& e) {
                 spdlog::critical("event loop failed: {}", e.what());
             }
