@@ -308,3 +308,77 @@ TEST_CASE("key hygiene: hostile values are escaped, cannot collide or pick a has
     CHECK(std::count(k.begin(), k.end(), '{') == 1);
     CHECK(std::count(k.begin(), k.end(), '}') == 1);
 }
+
+TEST_CASE("every algorithm: clock stepping back grants no extra quota") {
+    struct c {
+        algorithm a;
+        rule_params p;
+    };
+    for (auto [a, p] : std::vector<c>{{algorithm::fixed_window, {3, 1 * s, 0, 0}},
+                                      {algorithm::sliding_window_log, {3, 1 * s, 0, 0}},
+                                      {algorithm::sliding_window_counter, {3, 1 * s, 4, 0}},
+                                      {algorithm::leaky_bucket, {3, 1 * s, 3, 0}},
+                                      {algorithm::token_bucket, {3, 1 * s, 3, 0}},
+                                      {algorithm::gcra, {3, 1 * s, 3, 0}},
+                                      {algorithm::smooth_bursty, {3, 1, 60 * s, 0}},
+                                      {algorithm::smooth_warming_up, {3, 1 * s, 3, 0}}}) {
+        std::string name = to_string(a);
+        CAPTURE(name);
+        one_layer l(a, {p});
+        double t = 100 * s + 10 * ms;
+        int first = l.passes(t, 10);
+        CHECK(first >= 1);
+        CHECK(first <= 4);
+        // 50 s earlier: a clock that steps back is "no time passing", never a reset.
+        CHECK(l.passes(t - 50 * s, 10) == 0);
+        CHECK(l.passes(t, 10) == 0);
+    }
+}
+
+TEST_CASE("every algorithm: very low (0.01/s) and very high (1e6/s) rates") {
+    // Low: one permit per 100 s.
+    struct c {
+        algorithm a;
+        rule_params low, high;
+        int high_burst;
+    };
+    for (auto [a, low, high, high_burst] : std::vector<c>{
+             {algorithm::fixed_window, {1, 100 * s, 0, 0}, {1'000'000, 1 * s, 0, 0}, 1'000'000},
+             {algorithm::sliding_window_log, {1, 100 * s, 0, 0}, {1000, 1 * ms, 0, 0}, 1000},
+             {algorithm::sliding_window_counter,
+              {1, 100 * s, 10, 0},
+              {1'000'000, 1 * s, 10, 0},
+              1'000'000},
+             {algorithm::leaky_bucket, {0.01, 1 * s, 1, 0}, {1e6, 1 * s, 1000, 0}, 1000},
+             {algorithm::token_bucket, {0.01, 1 * s, 1, 0}, {1e6, 1 * s, 1000, 0}, 1000},
+             {algorithm::gcra, {0.01, 1 * s, 1, 0}, {1e6, 1 * s, 1000, 0}, 1000},
+             {algorithm::smooth_bursty,
+              {0.01, 1, 3600 * s, 0},
+              {1e6, 0.001, 60 * s, 0},
+              1001},  // once stored
+             {algorithm::smooth_warming_up, {0.01, 100 * s, 3, 0}, {1e6, 1 * ms, 3, 0}, 1}}) {
+        std::string name = to_string(a);
+        CAPTURE(name);
+        one_layer slow(a, {low});
+        double t0 = 1000 * s;  // a window boundary for the window algorithms
+        CHECK(slow.at(t0).allowed);
+        auto d = slow.at(t0 + 1 * s);
+        CHECK_FALSE(d.allowed);
+        CHECK(d.retry_us >= 90 * s);  // about 100 s (a cold warming-up limiter: 300 s)
+        CHECK(slow.at(t0 + 400 * s).allowed);
+        one_layer fast(a, {high});
+        int n = 0;
+        while (n < 2'000'000 && fast.at(t0).allowed)
+            ++n;
+        if (a == algorithm::smooth_warming_up || a == algorithm::smooth_bursty) {
+            // A fresh Guava limiter has no stored permits: tryAcquire(1, 0) takes one, and the
+            // next is 1 µs (cold: 3 µs) away.
+            CHECK(n == 1);
+        } else {
+            CHECK(n == high_burst);
+        }
+        CHECK(fast.at(t0 + 1 * s).allowed);  // a second later the rate has refilled it
+        if (a == algorithm::smooth_bursty)
+            CHECK(fast.passes(t0 + 2 * s, 2000) == high_burst);  // 1 ms stored + 1
+    }
+}
