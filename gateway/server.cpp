@@ -53,7 +53,29 @@ net::awaitable<void> metrics_ticker(worker& w) {
     }
 }
 
+// At startup, give this loop's Redis connections a moment to connect before taking clients, so
+// the first requests are decided by Redis and not by the on_redis_error policy. Clients that
+// connect meanwhile wait in the listen backlog.
+net::awaitable<void> wait_for_redis(worker& w, std::chrono::milliseconds limit) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    net::steady_timer t(w.ioc);
+    for (;;) {
+        bool all = true;
+        for (const auto& c : w.redis)
+            all = all && c->state() != limiters::redis::connection::health::down;
+        if (all || w.stopping) co_return;
+        if (std::chrono::steady_clock::now() >= until) {
+            spdlog::warn(
+                "Redis not reachable yet: serving, routes apply on_redis_error until it answers");
+            co_return;
+        }
+        t.expires_after(std::chrono::milliseconds(5));
+        co_await t.async_wait(use_nothrow);
+    }
+}
+
 net::awaitable<void> accept_loop(worker& w) {
+    if (!w.redis.empty()) co_await wait_for_redis(w, std::chrono::milliseconds(3000));
     while (!w.stopping) {
         auto [ec, socket] = co_await w.acceptor->async_accept(use_nothrow);
         if (ec) {
