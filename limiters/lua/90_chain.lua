@@ -28,6 +28,18 @@ for s = 1, tonumber(ARGV[2]) do
   end
   spec.longest = 0
   for _, r in ipairs(spec.rules) do spec.longest = max(spec.longest, r[2]) end
+  -- Per-spec constants, computed once per call rather than once per decision.
+  if spec.algo ~= 2 then
+    spec.fn = A[spec.algo]
+    spec.sizes = {}
+    spec.total = 0
+    for r, p in ipairs(spec.rules) do
+      spec.sizes[r] = SIZE[spec.algo](p)
+      spec.total = spec.total + spec.sizes[r]
+    end
+    spec.delay_in_force = spec.delay
+    if spec.shadow then spec.delay_in_force = 0 end
+  end
   specs[s] = spec
 end
 local nreq = tonumber(ARGV[i])
@@ -71,9 +83,10 @@ if #plain > 0 then
   local raw = redis.call('MGET', unpack(names))
   for j, ki in ipairs(plain) do
     local values = nil
-    if raw[j] then
-      values = {}
-      for w in string.gmatch(raw[j], '%S+') do values[#values + 1] = tonumber(w) end
+    if raw[j] and #raw[j] % 8 == 0 and #raw[j] > 0 then
+      -- State is packed binary doubles (struct): exact, and cheaper than text both ways.
+      values = {struct.unpack(string.rep('d', #raw[j] / 8), raw[j])}
+      values[#values] = nil  -- unpack's trailing "next position"
       -- The last number is the expiry on the limiter clock: expiry is logical, so decisions
       -- never depend on when Redis actually evicts the key.
       local expires = table.remove(values)
@@ -88,23 +101,19 @@ local function evaluate(spec, st, cost)
     local v, t = log_eval(spec, st.log, now, cost)
     return v, t, (t - now) + spec.longest + 1000
   end
-  local total = 0
-  for _, p in ipairs(spec.rules) do total = total + SIZE[spec.algo](p) end
-  local have = st.values ~= nil and #st.values == total
-  local values = nil
-  if have then values = st.values end
+  local values = st.values
+  if values ~= nil and #values ~= spec.total then values = nil end
   local out = {}
-  local delay = spec.delay
-  if spec.shadow then delay = 0 end
+  local delay = spec.delay_in_force
   local v = {allowed = true, reserved = false, wait = 0, retry = 0, remaining = 0, reset = 0, rule = 0}
   local best_remaining = math.huge
   local worst_retry = -1
   local ttl = 0
   local off = 0
-  local fn = A[spec.algo]
+  local fn, sizes = spec.fn, spec.sizes
   for r, p in ipairs(spec.rules) do
     local ok, res, w, rt, rem, rs, tl = fn(p, values, off, now, cost, delay, out)
-    off = off + SIZE[spec.algo](p)
+    off = off + sizes[r]
     ttl = max(ttl, tl)
     if not ok then
       v.allowed = false
@@ -213,10 +222,9 @@ for ki, ttl in pairs(dirty) do
     redis.call('ZADD', KEYS[ki], unpack(args))
     redis.call('PEXPIRE', KEYS[ki], px)
   else
-    local parts = {}
-    for j, x in ipairs(st.values) do parts[j] = string.format('%.17g', x) end
-    parts[#parts + 1] = string.format('%.17g', st.expires)
-    redis.call('SET', KEYS[ki], table.concat(parts, ' '), 'PX', px)
+    local values = st.values
+    values[#values + 1] = st.expires
+    redis.call('SET', KEYS[ki], struct.pack(string.rep('d', #values), unpack(values)), 'PX', px)
   end
 end
 return result
