@@ -34,8 +34,6 @@ class upstream_pool {
 
     /// "host:port" of target `i`.
     const std::string& target_name(std::size_t i) const { return targets_[i].name; }
-    /// This upstream's position in the config (metrics index).
-    std::size_t index = 0;
 
     /// The next target index, round robin.
     std::size_t next_target();
