@@ -145,13 +145,17 @@ int main(int argc, char** argv) {
         "trace, debug, info, warn, error or off (overrides the config's log.level)")(
         "trace", po::value<std::string>(), "replay: the JSON Lines trace to replay")(
         "backend", po::value<std::string>()->default_value("local"),
-        "replay: local (in-process) or redis")("command", po::value<std::string>(),
-                                               "check | replay");
+        "replay: local (in-process) or redis");
+    // The command is positional; it is parsed like an option but not listed as one.
+    po::options_description hidden;
+    hidden.add_options()("command", po::value<std::string>(), "check | replay");
+    po::options_description all;
+    all.add(opts).add(hidden);
     po::positional_options_description pos;
     pos.add("command", 1);
     po::variables_map vm;
     try {
-        po::store(po::command_line_parser(argc, argv).options(opts).positional(pos).run(), vm);
+        po::store(po::command_line_parser(argc, argv).options(all).positional(pos).run(), vm);
         po::notify(vm);
     } catch (const po::error& e) {
         std::cerr << "rategate: " << e.what() << "\n" << opts;
@@ -160,7 +164,11 @@ int main(int argc, char** argv) {
     if (vm.count("help")) {
         std::cout
             << opts << "\nCommands:\n  (none)   run the gateway until SIGINT/SIGTERM\n"
-            << "  check    validate the config file and print each route with its limiter chain\n";
+            << "  check    validate the config file and print each route with its limiter chain\n"
+            << "  replay   --trace FILE [--backend local|redis]: recorded traffic through the "
+               "limiter\n"
+            << "           chains on the trace's clock; one JSON decision per line, then a "
+               "summary\n";
         return 0;
     }
     if (vm.count("version")) {

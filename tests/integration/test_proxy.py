@@ -423,3 +423,15 @@ class CheckCommand(GatewayTest):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("route ", p.stdout)
         self.assertIn("limiters:", p.stdout)
+
+    def test_version_help_and_unknown_command(self):
+        v = subprocess.run([binary("rategate"), "--version"], capture_output=True, text=True, timeout=10)
+        self.assertEqual((v.returncode, v.stdout.startswith("rategate ")), (0, True))
+        h = subprocess.run([binary("rategate"), "--help"], capture_output=True, text=True, timeout=10)
+        self.assertEqual(h.returncode, 0)
+        for word in ("--config", "check", "replay", "--backend"):
+            self.assertIn(word, h.stdout)
+        u = subprocess.run([binary("rategate"), "frobnicate", "--config", "x.json"], capture_output=True, text=True,
+                           timeout=10)
+        self.assertEqual(u.returncode, 2)
+        self.assertIn("unknown command", u.stderr)
