@@ -51,13 +51,9 @@ struct limit_checker::batcher {
     };
 
     batcher(net::any_io_executor ex,
-            std::vector<std::unique_ptr<limiters::redis::connection>>& conns,
-            limit_counters& counters, loop_metrics& metrics, bool redis_clock)
-        : ex_(std::move(ex)),
-          conns_(conns),
-          counters_(counters),
-          metrics_(metrics),
-          redis_clock_(redis_clock) {}
+            std::vector<std::unique_ptr<limiters::redis::connection>>& conns, loop_metrics& metrics,
+            bool redis_clock)
+        : ex_(std::move(ex)), conns_(conns), metrics_(metrics), redis_clock_(redis_clock) {}
 
     net::awaitable<std::pair<std::error_code, chain_decision>> decide(
         const std::vector<limiters::layer_ref>& refs, double cost) {
@@ -92,8 +88,6 @@ struct limit_checker::batcher {
         std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         auto& conn = *conns_[next_++ % conns_.size()];
-        ++counters_.redis_calls;
-        counters_.redis_decisions += chunk.size();
         metrics_.redis_calls.add();
         metrics_.redis_decisions.add(chunk.size());
         auto started = std::chrono::steady_clock::now();
@@ -123,7 +117,6 @@ struct limit_checker::batcher {
 
     net::any_io_executor ex_;
     std::vector<std::unique_ptr<limiters::redis::connection>>& conns_;
-    limit_counters& counters_;
     loop_metrics& metrics_;
     bool redis_clock_;
     std::vector<pending*> queue_;
@@ -138,21 +131,11 @@ limit_checker::limit_checker(net::any_io_executor ex, const config::config& cfg,
     : cfg_(cfg), policy_(policy), local_(local), connections_(connections), metrics_(metrics) {
     if (cfg.redis && !connections_.empty())
         batcher_ = std::make_unique<batcher>(
-            ex, connections_, counters_, metrics_,
+            ex, connections_, metrics_,
             cfg.redis->clock == config::redis_config::clock_source::redis);
 }
 
 limit_checker::~limit_checker() = default;
-
-std::pair<std::uint64_t, std::uint64_t> limit_checker::redis_commands_and_writes() const {
-    std::uint64_t commands = 0, writes = 0;
-    for (const auto& c : connections_) {
-        auto s = c->stats();
-        commands += s.commands_written;
-        writes += s.writes;
-    }
-    return {commands, writes};
-}
 
 bool limit_checker::redis_ready() const {
     for (const auto& c : connections_)
@@ -214,30 +197,27 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
     limiters::policy::request_keys keys;
     policy_.keys_for(route_index, who, keys);
     limit_outcome out;
-    ++counters_.decisions;
     if (keys.denied_by) {
-        ++counters_.denied;
         out.what = limit_outcome::kind::denied;
         out.decider = keys.denied_by;
         co_return out;
     }
     if (keys.refs.empty()) co_return out;
-    out.layers = keys.layers;
+    out.layers = std::move(out.layers);  // the chain as decided, kept in the outcome
 
     // Shaping: requests held for a delayed layer are bounded per key and event loop.
     double max_delay = 0;
-    for (const auto* l : keys.layers)
+    for (const auto* l : out.layers)
         max_delay = std::max(max_delay, l->spec.shadow ? 0 : l->spec.delay_us);
     std::vector<std::string> held;
     if (max_delay > 0) {
-        for (std::size_t i = 0; i < keys.layers.size(); ++i)
-            if (keys.layers[i]->spec.delay_us > 0) {
+        for (std::size_t i = 0; i < out.layers.size(); ++i)
+            if (out.layers[i]->spec.delay_us > 0) {
                 if (waiting_[keys.refs[i].key] >= max_waiting_per_key) {
-                    ++counters_.limited;
                     out.what = limit_outcome::kind::limited;
-                    out.decider = out.header = keys.layers[i];
+                    out.decider = out.header = out.layers[i];
                     out.decision.allowed = false;
-                    out.decision.retry_us = keys.layers[i]->spec.delay_us;
+                    out.decision.retry_us = out.layers[i]->spec.delay_us;
                     co_return out;
                 }
                 held.push_back(keys.refs[i].key);
@@ -268,14 +248,11 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
                 d = result;
                 decided = true;
             } else {
-                ++counters_.redis_errors;
                 out.redis_failed = true;
                 if (route.on_redis_error == config::redis_error_policy::allow) {
-                    ++counters_.failed_open;
                     co_return out;  // fail open: pass, no headers
                 }
                 if (route.on_redis_error == config::redis_error_policy::deny) {
-                    ++counters_.failed_closed;
                     out.what = limit_outcome::kind::unavailable;
                     co_return out;
                 }
@@ -283,7 +260,6 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
         }
         if (!decided) {
             if (batcher_) {
-                ++counters_.local_fallback;
                 out.used_local = true;
                 out.redis_failed = true;
             }
@@ -291,11 +267,9 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
         }
         out.decision = d;
         out.header =
-            d.header_layer >= 0 ? keys.layers[static_cast<std::size_t>(d.header_layer)] : nullptr;
-        if (d.shadow_mask) ++counters_.shadow_limited;
+            d.header_layer >= 0 ? out.layers[static_cast<std::size_t>(d.header_layer)] : nullptr;
         if (d.allowed) {
             if (d.wait_us > 0) {
-                ++counters_.delayed;
                 net::steady_timer t(
                     co_await net::this_coro::executor,
                     std::chrono::microseconds(static_cast<std::int64_t>(d.wait_us)));
@@ -312,9 +286,8 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
             co_await t.async_wait(net::as_tuple(net::use_awaitable));
             continue;
         }
-        ++counters_.limited;
         out.what = limit_outcome::kind::limited;
-        out.decider = keys.layers[static_cast<std::size_t>(d.decider)];
+        out.decider = out.layers[static_cast<std::size_t>(d.decider)];
         co_return out;
     }
 }

@@ -39,13 +39,6 @@ struct limit_outcome {
         layers;  ///< the chain as decided (skipped layers left out)
 };
 
-/// Counters of one event loop, read by the admin endpoint (summed across loops at scrape).
-struct limit_counters {
-    std::uint64_t decisions = 0, limited = 0, denied = 0, shadow_limited = 0, redis_errors = 0,
-                  failed_open = 0, failed_closed = 0, local_fallback = 0, delayed = 0,
-                  redis_calls = 0, redis_decisions = 0;
-};
-
 class limit_checker {
   public:
     /// `policy` and `local` are shared by every event loop; `cfg` must outlive the checker.
@@ -66,8 +59,6 @@ class limit_checker {
     /// True when Redis is configured and reachable (for /readyz).
     bool redis_ready() const;
     /// Commands and socket writes of this loop's Redis connections (pipelining depth).
-    std::pair<std::uint64_t, std::uint64_t> redis_commands_and_writes() const;
-    const limit_counters& counters() const { return counters_; }
 
     struct batcher;
 
@@ -81,7 +72,6 @@ class limit_checker {
                                                  const limiters::identity& who, double cost);
     void count(const limit_outcome& o);
 
-    limit_counters counters_;
     loop_metrics& metrics_;
     std::map<std::string, std::size_t> waiting_;  ///< shaped requests held, per layer key
 };

@@ -224,16 +224,23 @@ void server::stop(std::chrono::milliseconds deadline) {
     for (auto& t : threads_)
         if (t.joinable()) t.join();
     threads_.clear();
-    // One summary line per loop: what the limiters decided and how Redis calls were pipelined.
+    // One summary line per loop, from its metrics: what the limiters decided and how Redis
+    // calls were batched and pipelined.
     for (std::size_t i = 0; i < workers_.size(); ++i) {
-        const auto& c = workers_[i]->rt->limits->counters();
-        auto [commands, writes] = workers_[i]->rt->limits->redis_commands_and_writes();
+        workers_[i]->publish_metrics();  // its thread has ended: safe to read from here
+        const auto& m = *workers_[i]->rt->metrics;
+        std::uint64_t outcome[static_cast<std::size_t>(limiter_outcome::count_)] = {};
+        for (const auto& per_limiter : m.limiter_decisions)
+            for (std::size_t o = 0; o < per_limiter.size(); ++o)
+                outcome[o] += per_limiter[o].get();
+        auto n = [&](limiter_outcome o) { return outcome[static_cast<std::size_t>(o)]; };
         spdlog::info(
-            "loop {}: {} limiter decisions ({} limited, {} denied, {} delayed, {} redis errors); "
-            "{} decisions in {} "
-            "EVALSHA calls; {} Redis commands in {} writes",
-            i, c.decisions, c.limited, c.denied, c.delayed, c.redis_errors, c.redis_decisions,
-            c.redis_calls, commands, writes);
+            "loop {}: limiter outcomes {} allowed, {} limited, {} delayed, {} denied, {} error; {} "
+            "decisions in {} EVALSHA calls ({} failed); {} Redis commands in {} writes",
+            i, n(limiter_outcome::allowed), n(limiter_outcome::limited),
+            n(limiter_outcome::delayed), n(limiter_outcome::denied), n(limiter_outcome::error),
+            m.redis_decisions.get(), m.redis_calls.get(), m.redis_errors.get(),
+            m.redis_commands.load(), m.redis_writes.load());
     }
 }
 

@@ -352,6 +352,32 @@ rule_outcome smooth_warming_up(const rule_params& p, const double* in, double* o
 }
 
 // Sliding window log over every rule at once: entries newer than t - window count.
+// Folds each rule's outcome into the layer's verdict: the layer admits only if every rule
+// does; its headers follow the rejecting rule with the longest retry, else the rule with the
+// fewest permits left (first on ties). Twin: fold() in limiters/lua/00_prelude.lua.
+struct verdict_fold {
+    verdict v{.allowed = true};
+    double best_remaining = std::numeric_limits<double>::infinity();
+    double worst_retry = -1;
+    void add(int rule, bool ok, double retry, double remaining, double reset) {
+        if (!ok) {
+            v.allowed = false;
+            if (retry > worst_retry) {
+                worst_retry = retry;
+                v.retry_us = retry;
+                v.rule = rule;
+                v.remaining = remaining;
+                v.reset_us = reset;
+            }
+        } else if (worst_retry < 0 && remaining < best_remaining) {
+            best_remaining = remaining;
+            v.rule = rule;
+            v.remaining = remaining;
+            v.reset_us = reset;
+        }
+    }
+};
+
 verdict sliding_window_log(const layer_spec& spec, const layer_state& state, double now,
                            double cost, layer_state& next, double& ttl) {
     double t = now;
@@ -359,10 +385,7 @@ verdict sliding_window_log(const layer_spec& spec, const layer_state& state, dou
     double longest = 0;
     for (const auto& r : spec.rules)
         longest = std::max(longest, r[1]);
-    verdict v;
-    v.allowed = true;
-    double best_remaining = std::numeric_limits<double>::infinity();
-    double worst_retry = -1;
+    verdict_fold fold;
     for (std::size_t i = 0; i < spec.rules.size(); ++i) {
         double limit = spec.rules[i][0], window = spec.rules[i][1];
         double in_window = 0;
@@ -370,9 +393,9 @@ verdict sliding_window_log(const layer_spec& spec, const layer_state& state, dou
             if (e.at_us > t - window) in_window = in_window + e.permits;
         bool ok = in_window + cost <= limit;
         double remaining = std::max(0.0, limit - in_window - (ok ? cost : 0));
+        double retry = 0;
         if (!ok) {
-            v.allowed = false;
-            double retry = window;
+            retry = window;
             double need = in_window + cost - limit;
             double freed = 0;
             if (cost <= limit) {
@@ -385,20 +408,11 @@ verdict sliding_window_log(const layer_spec& spec, const layer_state& state, dou
                     }
                 }
             }
-            if (retry > worst_retry) {
-                worst_retry = retry;
-                v.retry_us = retry;
-                v.rule = static_cast<int>(i);
-                v.remaining = remaining;
-                v.reset_us = window;
-            }
-        } else if (worst_retry < 0 && remaining < best_remaining) {
-            best_remaining = remaining;
-            v.rule = static_cast<int>(i);
-            v.remaining = remaining;
-            v.reset_us = window;  // the newest entry (this request) leaves the window last
         }
+        // The newest entry (this request) leaves the window last: reset is one window.
+        fold.add(static_cast<int>(i), ok, retry, remaining, window);
     }
+    verdict v = fold.v;
     next.present = true;
     next.log.clear();
     for (const auto& e : state.log)
@@ -424,11 +438,8 @@ verdict evaluate(const layer_spec& spec, const layer_state& state, double now, d
     next.values.assign(total, 0);
     bool have = state.present && state.values.size() == total;
     double delay = spec.shadow ? 0 : spec.delay_us;
-    verdict v;
-    v.allowed = true;
+    verdict_fold fold;
     ttl = 0;
-    double best_remaining = std::numeric_limits<double>::infinity();
-    double worst_retry = -1;
     std::size_t offset = 0;
     for (std::size_t i = 0; i < spec.rules.size(); ++i) {
         const auto& p = spec.rules[i];
@@ -462,28 +473,13 @@ verdict evaluate(const layer_spec& spec, const layer_state& state, double now, d
                 break;
         }
         ttl = std::max(ttl, o.ttl);
-        if (!o.ok) {
-            v.allowed = false;
-            if (o.retry > worst_retry) {
-                worst_retry = o.retry;
-                v.retry_us = o.retry;
-                v.rule = static_cast<int>(i);
-                v.remaining = o.remaining;
-                v.reset_us = o.reset;
-            }
-            continue;
+        if (o.ok && o.reserved) {
+            fold.v.reserved = true;
+            fold.v.wait_us = std::max(fold.v.wait_us, o.wait);
         }
-        if (o.reserved) {
-            v.reserved = true;
-            v.wait_us = std::max(v.wait_us, o.wait);
-        }
-        if (worst_retry < 0 && o.remaining < best_remaining) {
-            best_remaining = o.remaining;
-            v.rule = static_cast<int>(i);
-            v.remaining = o.remaining;
-            v.reset_us = o.reset;
-        }
+        fold.add(static_cast<int>(i), o.ok, o.retry, o.remaining, o.reset);
     }
+    verdict v = fold.v;
     if (!v.allowed) {
         v.reserved = false;
         // Window algorithms cannot reserve: in delay mode they say when to decide again.

@@ -5,9 +5,7 @@
 local function log_eval(spec, log, now, cost)
   local t = now
   if #log > 0 then t = max(now, log[#log][1]) end
-  local v = {allowed = true, reserved = false, wait = 0, retry = 0, remaining = 0, reset = 0, rule = 0}
-  local best_remaining = math.huge
-  local worst_retry = -1
+  local v = new_verdict()
   for i = 1, #spec.rules do
     local limit, window = spec.rules[i][1], spec.rules[i][2]
     local in_window = 0
@@ -18,9 +16,9 @@ local function log_eval(spec, log, now, cost)
     local used = 0
     if ok then used = cost end
     local remaining = max(0, limit - in_window - used)
+    local retry = 0
     if not ok then
-      v.allowed = false
-      local retry = window
+      retry = window
       local need = in_window + cost - limit
       local freed = 0
       if cost <= limit then
@@ -34,14 +32,9 @@ local function log_eval(spec, log, now, cost)
           end
         end
       end
-      if retry > worst_retry then
-        worst_retry = retry
-        v.retry, v.rule, v.remaining, v.reset = retry, i - 1, remaining, window
-      end
-    elseif worst_retry < 0 and remaining < best_remaining then
-      best_remaining = remaining
-      v.rule, v.remaining, v.reset = i - 1, remaining, window
     end
+    -- The newest entry (this request) leaves the window last: reset is one window.
+    fold(v, i - 1, ok, retry, remaining, window)
   end
   if not v.allowed and spec.delay > 0 and v.retry <= spec.delay and cost <= spec.rules[v.rule + 1][1] then
     v.wait = v.retry

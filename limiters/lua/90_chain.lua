@@ -105,9 +105,7 @@ local function evaluate(spec, st, cost)
   if values ~= nil and #values ~= spec.total then values = nil end
   local out = {}
   local delay = spec.delay_in_force
-  local v = {allowed = true, reserved = false, wait = 0, retry = 0, remaining = 0, reset = 0, rule = 0}
-  local best_remaining = math.huge
-  local worst_retry = -1
+  local v = new_verdict()
   local ttl = 0
   local off = 0
   local fn, sizes = spec.fn, spec.sizes
@@ -115,22 +113,11 @@ local function evaluate(spec, st, cost)
     local ok, res, w, rt, rem, rs, tl = fn(p, values, off, now, cost, delay, out)
     off = off + sizes[r]
     ttl = max(ttl, tl)
-    if not ok then
-      v.allowed = false
-      if rt > worst_retry then
-        worst_retry = rt
-        v.retry, v.rule, v.remaining, v.reset = rt, r - 1, rem, rs
-      end
-    else
-      if res then
-        v.reserved = true
-        v.wait = max(v.wait, w)
-      end
-      if worst_retry < 0 and rem < best_remaining then
-        best_remaining = rem
-        v.rule, v.remaining, v.reset = r - 1, rem, rs
-      end
+    if ok and res then
+      v.reserved = true
+      v.wait = max(v.wait, w)
     end
+    fold(v, r - 1, ok, rt, rem, rs)
   end
   if not v.allowed then
     v.reserved = false
