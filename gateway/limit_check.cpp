@@ -203,7 +203,7 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
         co_return out;
     }
     if (keys.refs.empty()) co_return out;
-    out.layers = std::move(out.layers);  // the chain as decided, kept in the outcome
+    out.layers = std::move(keys.layers);  // the chain as decided, kept in the outcome
 
     // Shaping: requests held for a delayed layer are bounded per key and event loop.
     double max_delay = 0;
