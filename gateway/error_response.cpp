@@ -39,4 +39,8 @@ http::response<http::string_body> make_limited_response(unsigned status, std::st
     return res;
 }
 
+void omit_body(http::response<http::string_body>& res) {
+    res.body().clear();
+}
+
 }  // namespace rategate::gateway

@@ -19,4 +19,8 @@ boost::beast::http::response<boost::beast::http::string_body> make_limited_respo
     unsigned status, std::string_view message, std::string_view limiter, double retry_after_us,
     bool keep_alive, unsigned version = 11);
 
+/// For a response to HEAD: drops the body but keeps its Content-Length (RFC 9110 §9.3.2), so the
+/// next response on a keep-alive connection stays framed.
+void omit_body(boost::beast::http::response<boost::beast::http::string_body>& res);
+
 }  // namespace rategate::gateway

@@ -14,6 +14,7 @@
 #include "gateway/deadline.hpp"
 #include "gateway/error_response.hpp"
 #include "gateway/header_rewrite.hpp"
+#include "gateway/http/response_framing.hpp"
 #include "gateway/http_head.hpp"
 #include "gateway/ratelimit_headers.hpp"
 #include "gateway/router.hpp"
@@ -123,8 +124,9 @@ bool can_keep_alive(const request_parser& p) {
 
 net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, unsigned status,
                                  std::string_view code, std::string_view message, bool keep_alive,
-                                 unsigned version) {
+                                 unsigned version, bool head_request) {
     auto res = make_error_response(status, code, message, keep_alive, version == 10 ? 10 : 11);
+    if (head_request) omit_body(res);
     client.timer.expires_after(timeout);
     auto [ec, n] = co_await http::async_write(client.socket, res, use_nothrow);
     co_return !ec;
@@ -139,6 +141,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     auto& pool = rt.pool(route.upstream);
     const auto& up_cfg = pool.settings();
     const unsigned client_version = req.version();
+    const bool head_request = req.method() == http::verb::head;
     bool client_keep_alive = req.keep_alive();
 
     bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
@@ -156,7 +159,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         record.status = status;
         bool keep = client_keep_alive && can_keep_alive(parser) && !w.stopping;
         bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep,
-                                       client_version);
+                                       client_version, head_request);
         co_return ok&& keep;
     };
 
@@ -261,20 +264,29 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     rewrite_response_headers(res, request_id);
     if (rate_limits)
         apply_rate_headers(res, route.headers, *rate_limits, /*keep_stricter_backend=*/true);
-    const bool bodyless =
-        req.method() == http::verb::head || res.result_int() == 204 || res.result_int() == 304;
-    if (!bodyless && !res.has_content_length() && !res.chunked()) {
-        // Body delimited by the upstream closing: re-frame as chunked, or close for HTTP/1.0.
-        if (client_version >= 11)
+    // RFC 9112 §6: HTTP/1.0 never gets Transfer-Encoding; HEAD, 204 and 304 never get a body.
+    const auto framing =
+        h1::frame_response({client_version, client_keep_alive, head_request, res.result_int(),
+                            res.has_content_length(), res.chunked()});
+    switch (framing.body) {
+        case h1::body_framing::none:
+            if (client_version < 11) res.erase(http::field::transfer_encoding);
+            break;
+        case h1::body_framing::sized:
+            break;
+        case h1::body_framing::chunked:
             res.chunked(true);
-        else
-            client_keep_alive = false;
+            break;
+        case h1::body_framing::close_delimited:
+            res.erase(http::field::transfer_encoding);
+            res.erase(http::field::content_length);
+            break;
     }
-    client_keep_alive = client_keep_alive && !w.stopping;
+    client_keep_alive = framing.keep_alive && !w.stopping;
     res.version(client_version == 10 ? 10 : 11);
     res.keep_alive(client_keep_alive);
     relay_result got;
-    if (res.chunked()) {
+    if (framing.body == h1::body_framing::chunked) {
         http::serializer<false, http::buffer_body> rs{res};
         got = co_await relay<false>(up->io, up->buffer, *rp, client, &rs, nullptr,
                                     up_cfg.response_timeout, limits.idle_timeout, buffer.get(),

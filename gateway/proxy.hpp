@@ -49,6 +49,6 @@ boost::asio::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket&
 boost::asio::awaitable<bool> write_error(timed_socket& client, std::chrono::milliseconds timeout,
                                          unsigned status, std::string_view code,
                                          std::string_view message, bool keep_alive,
-                                         unsigned version = 11);
+                                         unsigned version = 11, bool head_request = false);
 
 }  // namespace rategate::gateway

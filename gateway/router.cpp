@@ -2,21 +2,16 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 
 namespace rategate::gateway {
 
 namespace {
 
-bool host_matches(const config::route_config& r, std::string_view host) {
-    if (!r.match.host) return true;
-    // Drop the port; "[v6]:port" keeps its brackets in the route's host too.
-    auto colon = host.rfind(':');
-    if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos)
-        host = host.substr(0, colon);
-    const auto& want = *r.match.host;
-    return host.size() == want.size() &&
-           std::equal(host.begin(), host.end(), want.begin(), [](char a, char b) {
-               return std::tolower(static_cast<unsigned char>(a)) == b;
+bool iequals(std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return std::tolower(static_cast<unsigned char>(x)) ==
+                      std::tolower(static_cast<unsigned char>(y));
            });
 }
 
@@ -28,23 +23,63 @@ bool method_matches(const config::route_config& r, std::string_view method) {
 
 }  // namespace
 
+std::pair<std::string_view, std::optional<std::uint16_t>> split_host_port(std::string_view host) {
+    auto colon = host.rfind(':');
+    if (colon == std::string_view::npos || host.find(']', colon) != std::string_view::npos)
+        return {host, std::nullopt};
+    auto digits = host.substr(colon + 1);
+    std::uint16_t port = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), port);
+    if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty())
+        return {host.substr(0, colon), std::nullopt};
+    return {host.substr(0, colon), port};
+}
+
 route_table::route_table(const config::config& cfg) {
     for (const auto& r : cfg.routes) {
-        if (r.match.path) exact_.push_back({&r, *r.match.path});
-        if (r.match.path_prefix) prefixes_.push_back({&r, *r.match.path_prefix});
+        entry e{&r, "", "", std::nullopt};
+        if (r.match.host) {
+            auto [name, port] = split_host_port(*r.match.host);
+            e.host = std::string(name);
+            e.port = port;
+        }
+        if (r.match.path) {
+            e.key = *r.match.path;
+            exact_.push_back(e);
+        }
+        if (r.match.path_prefix) {
+            e.key = *r.match.path_prefix;
+            prefixes_.push_back(e);
+        }
     }
-    std::stable_sort(prefixes_.begin(), prefixes_.end(),
-                     [](const entry& a, const entry& b) { return a.key.size() > b.key.size(); });
+    auto hosted_first = [](const entry& a, const entry& b) {
+        return !a.host.empty() && b.host.empty();
+    };
+    std::stable_sort(exact_.begin(), exact_.end(), hosted_first);
+    std::stable_sort(prefixes_.begin(), prefixes_.end(), [&](const entry& a, const entry& b) {
+        if (a.key.size() != b.key.size()) return a.key.size() > b.key.size();
+        return hosted_first(a, b);
+    });
+}
+
+bool route_table::host_matches(const entry& e, std::string_view name, std::uint16_t port) const {
+    if (e.host.empty()) return true;
+    if (e.port && *e.port != port) return false;
+    return iequals(name, e.host);
 }
 
 const config::route_config* route_table::match(std::string_view method, std::string_view path,
-                                               std::string_view host) const {
+                                               std::string_view host,
+                                               std::uint16_t default_port) const {
+    auto [name, port] = split_host_port(host);
+    auto effective_port = port.value_or(default_port);
     for (const auto& e : exact_)
-        if (path == e.key && method_matches(*e.route, method) && host_matches(*e.route, host))
+        if (path == e.key && method_matches(*e.route, method) &&
+            host_matches(e, name, effective_port))
             return e.route;
     for (const auto& e : prefixes_)
         if (path.substr(0, e.key.size()) == e.key && method_matches(*e.route, method) &&
-            host_matches(*e.route, host))
+            host_matches(e, name, effective_port))
             return e.route;
     return nullptr;
 }

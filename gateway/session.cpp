@@ -8,7 +8,6 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
-#include <boost/url/parse.hpp>
 #include <chrono>
 #include <optional>
 
@@ -16,6 +15,7 @@
 #include "gateway/deadline.hpp"
 #include "gateway/error_response.hpp"
 #include "gateway/header_scan.hpp"
+#include "gateway/http/request_normaliser.hpp"
 #include "gateway/limit_check.hpp"
 #include "gateway/proxy.hpp"
 #include "gateway/ratelimit_headers.hpp"
@@ -99,18 +99,6 @@ std::string peer_address(const net::ip::tcp::socket& s) {
     return a.to_string();
 }
 
-// The path of a request target for routing: origin-form or absolute-form, query dropped.
-// A view into `target`, which must outlive it.
-std::optional<std::string_view> target_path(std::string_view target) {
-    if (auto origin = boost::urls::parse_origin_form(target))
-        return std::string_view(origin->encoded_path());
-    if (auto absolute = boost::urls::parse_absolute_uri(target)) {
-        auto p = absolute->encoded_path();
-        return p.empty() ? std::string_view("/") : std::string_view(p);
-    }
-    return std::nullopt;
-}
-
 enum class limit_step { forward, next, close };
 
 // Runs the route's limiter chain. A limited, denied or unavailable request is answered here;
@@ -167,6 +155,7 @@ net::awaitable<limit_step> check_limits(worker& w, runtime& rt, timed_socket& cl
         res = make_error_response(503, "limiter_unavailable",
                                   "rate-limit backend (Redis) unavailable", keep, req.version());
     }
+    if (req.method() == http::verb::head) omit_body(res);
     rec.status = res.result_int();
     rec.limit_outcome = out.what == limit_outcome::kind::limited  ? "limited"
                         : out.what == limit_outcome::kind::denied ? "denied"
@@ -230,10 +219,12 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         first = false;
         if (block.status == block_status::closed) break;
         request_scope scope(*rt, peer);
+        bool head_request = false;
         auto fail = [&](unsigned status, std::string_view code, std::string_view message,
                         bool keep = false, unsigned version = 11) {
             scope.rec.status = status;
-            return write_error(client, limits.idle_timeout, status, code, message, keep, version);
+            return write_error(client, limits.idle_timeout, status, code, message, keep, version,
+                               head_request);
         };
         if (block.status == block_status::too_large) {
             co_await fail(431, "headers_too_large",
@@ -269,20 +260,31 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         buf.consume(used);
 
         auto& req = parser.get();
-        auto path = target_path(req.target());
-        if (!path) {
-            co_await fail(400, "bad_request", "invalid request target");
+        head_request = req.method() == http::verb::head;
+        // Routing, limiting and forwarding all see the normalised request (SPEC §3).
+        h1::request_line line{req.method_string(), req.target(), req.version(), 0, {}};
+        for (auto it = req.find(http::field::host);
+             it != req.end() && it->name() == http::field::host; ++it) {
+            if (line.host_count++ == 0) line.host = it->value();
+        }
+        auto normalised = h1::normalise_request(line);
+        if (normalised.error) {
+            const auto& e = *normalised.error;
+            co_await fail(e.status, e.code, e.message, false, req.version());
             break;
         }
+        const auto& nreq = *normalised.request;
         if (access_log_enabled()) {
             scope.method.assign(req.method_string());
-            scope.path = *path;
+            scope.path = nreq.path;
         }
-        const auto* route = rt->routes.match(req.method_string(), *path, req[http::field::host]);
+        if (!nreq.host.empty()) req.set(boost::beast::http::field::host, nreq.host);
+        req.target(nreq.origin_form(nreq.path));
+        const auto* route = rt->routes.match(req.method_string(), nreq.path, nreq.host);
         if (!route) {
             bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
             std::string message =
-                "no route for " + std::string(req.method_string()) + " " + std::string(*path);
+                "no route for " + std::string(req.method_string()) + " " + nreq.path;
             if (!co_await fail(404, "not_found", message, keep, req.version()) || !keep) break;
             continue;
         }

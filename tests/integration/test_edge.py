@@ -1,0 +1,225 @@
+"""No way around a limit (SPEC §2 "Client identity", §3): every bypass found by trying as an
+attacker would, as a regression test over real sockets — path tricks, Host and request-target
+tricks, forwarding headers through a real HAProxy, address notations — plus the framing that
+HTTP/1.0 clients and HEAD requests rely on (curl, ab)."""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+from harness import Conn, GatewayTest, free_port, get, wait_port
+
+
+def log_limiter(scope, limit, **extra):
+    d = {"scope": scope, "algorithm": "sliding_window_log", "rules": [{"limit": limit, "window": "1m"}]}
+    d.update(extra)
+    return d
+
+
+class EdgeTest(GatewayTest):
+    def make(self, limiters, routes, identity=None):
+        self.up = self.upstream()
+        cfg = {
+            "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]}},
+            "identity": identity or {"client_ip": {"trusted_proxies": ["127.0.0.1/32"]}},
+            "limiters": limiters,
+            "routes": [dict({"upstream": "demo"}, **r) for r in routes],
+        }
+        self.gw = self.gateway(cfg)
+        return self.gw
+
+    def statuses(self, requests, port=None):
+        """Sends (path, headers) pairs on one connection; returns the statuses."""
+        c = Conn(port or self.gw.port)
+        out = [c.request("GET", p, h).status for p, h in requests]
+        c.close()
+        return out
+
+
+class PathBypass(EdgeTest):
+    def setUp(self):
+        super().setUp()
+        self.make({"orders-ip": log_limiter("ip", 3)},
+                  [{"name": "orders", "match": {"path_prefix": "/api/orders"}, "strip_prefix": "/api",
+                    "limiters": ["orders-ip"]},
+                   {"name": "public", "match": {"path_prefix": "/public"}},
+                   {"name": "rest", "match": {"path_prefix": "/"}}])
+
+    def test_dot_segments_double_slashes_and_escapes_hit_the_limited_route(self):
+        tricks = ["/public/../api/orders/1", "//api/orders", "/%61pi/orders", "/public/%2e%2e/api/orders/1",
+                  "/api//orders/./1", "/public/.%2E/api/orders", "/api/orders/x/../../orders"]
+        c = Conn(self.gw.port)
+        r = c.request("GET", tricks[0])
+        self.assertEqual(r.status, 200)
+        echo = r.json()
+        self.assertEqual(echo["path"], "/orders/1")  # normalised, then strip_prefix: what was matched
+        got = [r.status] + [c.request("GET", t).status for t in tricks[1:]]
+        c.close()
+        self.assertEqual(got, [200, 200, 200] + [429] * (len(tricks) - 3))
+
+    def test_encoded_slash_is_not_a_separator_and_query_is_unchanged(self):
+        r = get(self.gw.port, "/api/orders/a%2f..%2Fb?q=%2e%2e/x&y")
+        self.assertEqual(r.status, 200)
+        # "%2F" stays encoded (one segment, upper-cased); the query goes on byte for byte.
+        self.assertEqual(r.json()["target"], "/orders/a%2F..%2Fb?q=%2e%2e/x&y")
+
+    def test_malformed_targets_are_400(self):
+        for target in ["/api/orders/%zz", "/api/orders/%4", "/api/orders#frag", "*"]:
+            c = Conn(self.gw.port)
+            r = c.request("GET", target)
+            self.assertEqual(r.status, 400, target)
+            self.assertEqual(r.json()["error"], "bad_request")
+            self.assertTrue(c.closed_by_peer(), target)
+            c.close()
+
+
+class HostAndTarget(EdgeTest):
+    def setUp(self):
+        super().setUp()
+        self.make({"per-ip": log_limiter("ip", 100)},
+                  [{"name": "a-orders", "match": {"path_prefix": "/api/orders", "host": "a.example"},
+                    "strip_prefix": "/api", "limiters": ["per-ip"]},
+                   {"name": "port-only", "match": {"path_prefix": "/p", "host": "a.example:8080"},
+                    "strip_prefix": "/p"},
+                   {"name": "rest", "match": {"path_prefix": "/"}}])
+
+    def raw(self, data):
+        c = Conn(self.gw.port)
+        c.send(data)
+        r = c.read_response()
+        closed = c.closed_by_peer(3)
+        c.close()
+        return r, closed
+
+    def test_http11_needs_exactly_one_valid_host(self):
+        for head in ["GET /x HTTP/1.1\r\n\r\n",
+                     "GET /x HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n",
+                     "GET /x HTTP/1.1\r\nHost: a b\r\n\r\n",
+                     "GET /x HTTP/1.1\r\nHost: us@a.example\r\n\r\n",
+                     "GET /x HTTP/1.1\r\nHost: a.example:99999\r\n\r\n",
+                     "GET /x HTTP/1.0\r\nHost: a.example\r\nHost: a.example\r\n\r\n"]:
+            r, closed = self.raw(head.encode())
+            self.assertEqual(r.status, 400, head)
+            self.assertEqual(r.json()["error"], "bad_request")
+            self.assertTrue(closed, head)
+
+    def test_http10_without_host_is_served(self):
+        r, closed = self.raw(b"GET /x HTTP/1.0\r\n\r\n")
+        self.assertEqual(r.status, 200)
+
+    def test_absolute_form_is_routed_by_its_authority_and_forwarded_in_origin_form(self):
+        r, _ = self.raw(b"GET http://A.Example/api/orders/1?x=1 HTTP/1.1\r\nHost: other.example\r\n"
+                        b"Connection: close\r\n\r\n")
+        self.assertEqual(r.status, 200)
+        echo = r.json()
+        self.assertEqual(echo["path"], "/orders/1")  # strip_prefix applied, origin-form
+        hdrs = {k.lower(): v for k, v in echo["headers"].items()}
+        self.assertEqual(hdrs["host"], "a.example")
+        self.assertEqual(r.header("RateLimit-Policy"), '"per-ip";q=100;w=60')
+        # The same path under Host: other.example goes to "rest", unlimited and unstripped.
+        r = get(self.gw.port, "/api/orders/1", {"Host": "other.example"})
+        self.assertEqual(r.json()["path"], "/api/orders/1")
+        self.assertIsNone(r.header("RateLimit-Policy"))
+
+    def test_route_host_with_port_matches_only_that_port(self):
+        self.assertEqual(get(self.gw.port, "/p", {"Host": "A.example:8080"}).json()["path"], "/")
+        r = get(self.gw.port, "/p", {"Host": "a.example"})  # means port 80: falls to "rest"
+        self.assertEqual(r.json()["path"], "/p")
+        self.assertEqual(get(self.gw.port, "/p", {"Host": "a.example:8081"}).json()["path"], "/p")
+
+    def test_connect_is_405(self):
+        r, closed = self.raw(b"CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n")
+        self.assertEqual(r.status, 405)
+        self.assertEqual(r.json()["error"], "method_not_allowed")
+        r, closed = self.raw(b"CONNECT /path HTTP/1.1\r\nHost: a.example\r\n\r\n")
+        self.assertEqual(r.status, 405)
+
+
+class HeadFraming(EdgeTest):
+    def test_head_to_404_429_502_keeps_the_connection_framed(self):
+        dead = free_port()
+        self.up = self.upstream()
+        cfg = {
+            "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]},
+                          "dead": {"targets": ["127.0.0.1:%d" % dead], "connect_timeout": "500ms"}},
+            "limiters": {"tiny": log_limiter("global", 1)},
+            "routes": [{"name": "lim", "match": {"path_prefix": "/lim"}, "upstream": "demo", "limiters": ["tiny"]},
+                       {"name": "dead", "match": {"path_prefix": "/dead"}, "upstream": "dead"},
+                       {"name": "ok", "match": {"path": "/ok"}, "upstream": "demo"}],
+        }
+        self.gw = self.gateway(cfg)
+        self.assertEqual(get(self.gw.port, "/lim").status, 200)  # uses the one permit
+        for path, status in [("/nothing", 404), ("/lim", 429), ("/dead", 502)]:
+            c = Conn(self.gw.port)
+            # HEAD and a GET pipelined in one write: the GET's response must follow cleanly.
+            c.send("HEAD %s HTTP/1.1\r\nHost: t\r\n\r\nGET /ok HTTP/1.1\r\nHost: t\r\n\r\n" % path)
+            r = c.read_response(head=True)
+            self.assertEqual(r.status, status, path)
+            self.assertGreater(int(r.header("Content-Length")), 0)
+            r2 = c.read_response()
+            self.assertEqual(r2.status, 200, path)
+            self.assertEqual(r2.json()["path"], "/ok")
+            c.close()
+
+
+class Http10Clients(EdgeTest):
+    def setUp(self):
+        super().setUp()
+        self.make({}, [{"name": "all", "match": {"path_prefix": "/"}}])
+
+    def test_http10_never_gets_chunked_and_bodies_are_exact(self):
+        for path in ["/bytes?n=300000&chunked=1", "/eof?n=200000", "/bytes?n=100000"]:
+            c = Conn(self.gw.port)
+            c.send("GET %s HTTP/1.0\r\n\r\n" % path)
+            r = c.read_response()
+            self.assertIsNone(r.header("Transfer-Encoding"), path)
+            self.assertEqual(r.body, b"x" * int(path.split("n=")[1].split("&")[0]), path)
+            self.assertTrue(r.header("Connection", "close").lower() == "close", path)
+            c.close()
+
+    def test_http10_keep_alive_only_when_sized(self):
+        c = Conn(self.gw.port)
+        for _ in range(3):
+            c.send(b"GET /bytes?n=1000 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+            r = c.read_response()
+            self.assertEqual(len(r.body), 1000)
+            self.assertEqual(r.header("Connection").lower(), "keep-alive")
+        c.send(b"GET /bytes?n=1000&chunked=1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        r = c.read_response()  # close-delimited: read to EOF
+        self.assertEqual(r.body, b"x" * 1000)
+        self.assertIsNone(r.header("Transfer-Encoding"))
+        c.close()
+
+    def test_curl_http10(self):
+        for path in ["/bytes?n=250000&chunked=1", "/eof?n=70000", "/bytes?n=5"]:
+            out = subprocess.run(["curl", "-sS", "--http1.0", "-D", "-", "-o", "/dev/null", "-w", "%{size_download}",
+                                  "--max-time", "10", "http://127.0.0.1:%d%s" % (self.gw.port, path)],
+                                 capture_output=True, text=True, timeout=20)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertNotIn("transfer-encoding", out.stdout.lower())
+            self.assertTrue(out.stdout.endswith(path.split("n=")[1].split("&")[0]), out.stdout)
+
+    @unittest.skipUnless(shutil.which("ab"), "apache2-utils not installed")
+    def test_ab_and_ab_keepalive(self):
+        for args, path, keep in [([], "/bytes?n=2000&chunked=1", False), (["-k"], "/bytes?n=2000&chunked=1", False),
+                                 (["-k"], "/bytes?n=2000", True), ([], "/eof?n=3000", False)]:
+            out = subprocess.run(["ab", "-q", "-n", "300", "-c", "10", "-s", "10"] + args +
+                                 ["http://127.0.0.1:%d%s" % (self.gw.port, path)],
+                                 capture_output=True, text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+            self.assertRegex(out.stdout, r"Complete requests:\s+300", out.stdout)
+            self.assertRegex(out.stdout, r"Failed requests:\s+0\b", out.stdout)
+            self.assertNotRegex(out.stdout, r"Non-2xx responses", out.stdout)
+            ka = [l for l in out.stdout.splitlines() if l.startswith("Keep-Alive requests")]
+            if keep:
+                self.assertRegex(ka[0], r"Keep-Alive requests:\s+300")
+            elif ka:
+                self.assertRegex(ka[0], r"Keep-Alive requests:\s+0\b")
+
+
+if __name__ == "__main__":
+    unittest.main()
