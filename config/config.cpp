@@ -2,6 +2,8 @@
 // its JSON path so `rategate check` can report all of them at once.
 #include "config/config.hpp"
 
+#include "config/mask.hpp"
+
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -831,14 +833,7 @@ std::shared_ptr<const config> parse_config(const std::string& text, const std::s
     if (auto* l = root.get("log")) read_log(*l, "log", c, cfg->log);
     root.finish();
     if (!c.errors.empty()) throw config_errors(file, std::move(c.errors));
-    json shown = doc;
-    if (cfg->redis && !cfg->redis->password.empty()) {
-        auto url = shown["redis"]["url"].get<std::string>();
-        auto at = url.find(cfg->redis->password);
-        if (at != std::string::npos) url.replace(at, cfg->redis->password.size(), "****");
-        shown["redis"]["url"] = url;
-    }
-    cfg->json_masked = shown.dump(2);
+    cfg->json_masked = mask_secrets(doc).dump(2);
     return cfg;
 }
 

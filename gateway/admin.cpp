@@ -6,8 +6,10 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -19,10 +21,16 @@ namespace net = boost::asio;
 namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
 
+namespace {
+constexpr std::size_t max_admin_connections = 1024;  // SPEC §4
+}
+
 struct admin_server::impl {
     net::io_context ioc{1};
     tcp::acceptor acceptor{ioc};
     handlers h;
+    config::limits_config limits;
+    std::size_t open_connections = 0;  ///< admin connections open now (admin thread only)
     std::thread thread;
 
     http::response<http::string_body> answer(const http::request<http::string_body>& req) {
@@ -60,36 +68,85 @@ struct admin_server::impl {
         return res;
     }
 
-    net::awaitable<void> session(tcp::socket s) {
+    // Same header deadline and size limits as the main listener; the request body is small.
+    net::awaitable<void> session(tcp::socket socket) {
+        struct slot_guard {
+            std::size_t& open;
+            ~slot_guard() { --open; }
+        } guard{open_connections};
+        boost::beast::tcp_stream s(std::move(socket));
         boost::beast::flat_buffer buf;
-        for (;;) {
+        for (bool first = true;; first = false) {
+            // Wait for the first byte of a request (idle), then the whole request must arrive
+            // within header_timeout.
+            if (buf.size() == 0) {
+                s.expires_after(first ? limits.header_timeout : limits.idle_timeout);
+                auto [ec, n] = co_await s.async_read_some(buf.prepare(4096),
+                                                          net::as_tuple(net::use_awaitable));
+                if (ec) break;
+                buf.commit(n);
+            }
+            s.expires_after(limits.header_timeout);
             http::request_parser<http::string_body> p;
+            p.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
             p.body_limit(64 * 1024);
             auto [ec, n] = co_await http::async_read(s, buf, p, net::as_tuple(net::use_awaitable));
-            if (ec) break;
+            if (ec) {
+                unsigned status = ec == http::error::header_limit ? 431
+                                  : ec == http::error::body_limit ? 413
+                                  : ec == net::error::timed_out || ec == http::error::end_of_stream
+                                      ? 0
+                                      : 400;
+                if (status) {
+                    http::response<http::string_body> res{static_cast<http::status>(status), 11};
+                    res.set(http::field::content_type, "application/json");
+                    res.body() = status == 431   ? R"({"error":"headers_too_large"})"
+                                 : status == 413 ? R"({"error":"body_too_large"})"
+                                                 : R"({"error":"bad_request"})";
+                    res.keep_alive(false);
+                    res.prepare_payload();
+                    s.expires_after(limits.header_timeout);
+                    co_await http::async_write(s, res, net::as_tuple(net::use_awaitable));
+                }
+                break;
+            }
             auto res = answer(p.get());
+            if (p.get().method() == http::verb::head) res.body().clear();  // length kept
+            s.expires_after(limits.header_timeout);
             auto [wec, wn] = co_await http::async_write(s, res, net::as_tuple(net::use_awaitable));
             if (wec || !res.keep_alive()) break;
         }
         boost::system::error_code ignored;
-        s.shutdown(tcp::socket::shutdown_send, ignored);
+        s.socket().shutdown(tcp::socket::shutdown_send, ignored);
     }
 
     net::awaitable<void> accept() {
         for (;;) {
             auto [ec, s] = co_await acceptor.async_accept(net::as_tuple(net::use_awaitable));
             if (ec) {
-                if (!acceptor.is_open()) co_return;
+                if (!acceptor.is_open() || ec == net::error::operation_aborted) co_return;
+                // Out of file descriptors (EMFILE) or similar: back off instead of spinning.
+                spdlog::warn("admin accept failed: {}", ec.message());
+                net::steady_timer t(ioc, std::chrono::milliseconds(50));
+                co_await t.async_wait(net::as_tuple(net::use_awaitable));
                 continue;
             }
+            if (open_connections >= max_admin_connections) {
+                boost::system::error_code ignored;
+                s.close(ignored);  // over the cap: refuse at once
+                continue;
+            }
+            ++open_connections;
             net::co_spawn(ioc, session(std::move(s)), [](std::exception_ptr) {});
         }
     }
 };
 
-admin_server::admin_server(const config::host_port& at, handlers h)
+admin_server::admin_server(const config::host_port& at, const config::limits_config& limits,
+                           handlers h)
     : impl_(std::make_unique<impl>()) {
     impl_->h = std::move(h);
+    impl_->limits = limits;
     tcp::endpoint ep{net::ip::make_address(at.host), at.port};
     impl_->acceptor.open(ep.protocol());
     impl_->acceptor.set_option(net::socket_base::reuse_address(true));

@@ -17,8 +17,9 @@ class admin_server {
         std::function<bool()> ready;           ///< Redis reachable (or not configured)
         std::function<std::string()> config;   ///< the config in force as JSON, secrets masked
     };
-    /// Binds `at`; throws std::runtime_error when it cannot.
-    admin_server(const config::host_port& at, handlers h);
+    /// Binds `at`; throws std::runtime_error when it cannot. Connections get the main
+    /// listener's header deadline and size `limits`, and at most 1024 are open at once.
+    admin_server(const config::host_port& at, const config::limits_config& limits, handlers h);
     ~admin_server();
     void start();
     void stop();

@@ -116,7 +116,7 @@ server::server(std::shared_ptr<const config::config> cfg)
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (cfg_->admin_listen)
         admin_ = std::make_unique<admin_server>(
-            *cfg_->admin_listen,
+            *cfg_->admin_listen, cfg_->limits,
             admin_server::handlers{[this] { return metrics_text(); }, [this] { return ready(); },
                                    [this] { return cfg_->json_masked; }});
     for (int i = 0; i < n; ++i) {

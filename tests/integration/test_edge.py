@@ -223,3 +223,93 @@ class Http10Clients(EdgeTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AdminHardening(GatewayTest):
+    def start(self, extra=None):
+        self.up = self.upstream()
+        self.admin_port = free_port()
+        cfg = {
+            "admin": {"listen": "127.0.0.1:%d" % self.admin_port},
+            "limits": {"header_timeout": "1s", "max_header_bytes": 2048},
+            "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]}},
+            "routes": [{"name": "all", "match": {"path_prefix": "/"}, "upstream": "demo"}],
+        }
+        for k, v in (extra or {}).items():
+            cfg[k] = dict(cfg.get(k, {}), **v) if isinstance(v, dict) else v
+        self.gw = self.gateway(cfg)
+        wait_port(self.admin_port, proc=self.gw.proc)
+
+    def test_admin_header_deadline_and_size_limits(self):
+        self.start()
+        c = Conn(self.admin_port)
+        c.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\nX-Slow: ")
+        t0 = time.time()
+        self.assertTrue(c.closed_by_peer(5))  # a slow header block is cut at header_timeout
+        self.assertLess(time.time() - t0, 4)
+        c.close()
+        c = Conn(self.admin_port)
+        c.send(b"GET /metrics HTTP/1.1\r\nHost: a\r\nX-Big: " + b"b" * 4096 + b"\r\n\r\n")
+        r = c.read_response()
+        self.assertEqual(r.status, 431)
+        c.close()
+        r = Conn(self.admin_port)
+        r.send(b"HEAD /healthz HTTP/1.1\r\nHost: a\r\n\r\nGET /healthz HTTP/1.1\r\nHost: a\r\n\r\n")
+        h = r.read_response(head=True)
+        self.assertEqual(h.status, 200)
+        self.assertEqual(r.read_response().json()["status"], "ok")  # HEAD left no body behind
+        r.close()
+
+    def test_admin_connection_cap(self):
+        self.start({"limits": {"header_timeout": "20s"}})
+        held = [socket.create_connection(("127.0.0.1", self.admin_port)) for _ in range(1024)]
+        try:
+            time.sleep(0.5)
+            extra = Conn(self.admin_port)
+            self.assertTrue(extra.closed_by_peer(5), "the 1025th admin connection was not refused")
+            extra.close()
+            held.pop().close()
+            time.sleep(0.3)
+            self.assertEqual(get(self.admin_port, "/healthz").status, 200)
+        finally:
+            for s in held:
+                s.close()
+
+    def test_config_masks_url_passwords_and_secret_fields(self):
+        from harness import RedisServer
+        redis = self.track(RedisServer(extra=["--requirepass", "p@ss:w/rd"]))
+        self.start({"redis": {"url": "redis://:p%40ss%3Aw%2Frd@127.0.0.1:" + str(redis.port) + "/0"}})
+        body = get(self.admin_port, "/config").body.decode()
+        self.assertNotIn("p%40ss", body)
+        self.assertNotIn("p@ss", body)
+        self.assertIn("****", body)
+        self.assertIn("127.0.0.1:%d" % redis.port, body)
+
+    def test_accept_backs_off_when_out_of_descriptors(self):
+        if not shutil.which("prlimit"):
+            self.skipTest("prlimit missing")
+        self.start()
+        subprocess.run(["prlimit", "--pid", str(self.gw.pid), "--nofile=64:64"], check=True)
+        held = []
+        try:
+            for _ in range(80):
+                try:
+                    held.append(socket.create_connection(("127.0.0.1", self.admin_port), timeout=1))
+                except OSError:
+                    break
+            time.sleep(0.3)
+
+            def cpu():
+                with open("/proc/%d/stat" % self.gw.pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+            before = cpu()
+            time.sleep(1.5)
+            used = cpu() - before
+            self.assertLess(used, 0.5, "the gateway spun at %.2f s CPU per 1.5 s on EMFILE" % used)
+        finally:
+            for s in held:
+                s.close()
+        time.sleep(0.5)
+        self.assertEqual(get(self.admin_port, "/healthz").status, 200)  # recovers
