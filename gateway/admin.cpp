@@ -1,5 +1,7 @@
 #include "gateway/admin.hpp"
 
+#include "gateway/admin/dashboard_page.hpp"
+
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -58,11 +60,23 @@ struct admin_server::impl {
         } else if (path == "/config") {
             res.set(http::field::content_type, "application/json");
             res.body() = h.config();
+        } else if (path == "/") {
+            res.set(http::field::content_type, "text/html; charset=utf-8");
+            res.set(http::field::cache_control, "no-cache");
+            res.body() = std::string(admin::dashboard_page());
+        } else if (path == "/stats" && h.stats) {
+            res.set(http::field::content_type, "application/json");
+            res.set(http::field::cache_control, "no-store");
+            res.body() = h.stats();
+        } else if (path == "/top" && h.top) {
+            res.set(http::field::content_type, "application/json");
+            res.set(http::field::cache_control, "no-store");
+            res.body() = h.top();
         } else {
             res.result(http::status::not_found);
             res.set(http::field::content_type, "application/json");
             res.body() =
-                R"({"error":"not_found","message":"try /metrics, /healthz, /readyz or /config"})";
+                R"({"error":"not_found","message":"try /, /metrics, /healthz, /readyz, /config, /stats or /top"})";
         }
         res.prepare_payload();
         return res;

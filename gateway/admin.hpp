@@ -1,5 +1,6 @@
 // The admin listener (SPEC §4), on its own thread and address (loopback by default):
-// GET /metrics (Prometheus text 0.0.4), /healthz, /readyz, /config (secrets masked).
+// GET /metrics (Prometheus text 0.0.4), /healthz, /readyz, /config (secrets masked), the
+// dashboard page at / with its JSON at /stats, and /top (keys limited most).
 #pragma once
 
 #include <functional>
@@ -16,6 +17,8 @@ class admin_server {
         std::function<std::string()> metrics;  ///< exposition text
         std::function<bool()> ready;           ///< Redis reachable (or not configured)
         std::function<std::string()> config;   ///< the config in force as JSON, secrets masked
+        std::function<std::string()> stats;    ///< the dashboard's JSON (render_stats_json)
+        std::function<std::string()> top;      ///< keys limited most (render_top_json)
     };
     /// Binds `at`; throws std::runtime_error when it cannot. Connections get the main
     /// listener's header deadline and size `limits`, and at most 1024 are open at once.

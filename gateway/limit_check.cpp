@@ -144,6 +144,7 @@ bool limit_checker::redis_ready() const {
 }
 
 void limit_checker::publish(loop_metrics& m) const {
+    m.set_top(top_.snapshot(static_cast<std::int64_t>(wall_clock_us() / 1000)));
     if (connections_.empty()) return;
     std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
     int state = 2;
@@ -288,6 +289,8 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
         }
         out.what = limit_outcome::kind::limited;
         out.decider = out.layers[static_cast<std::size_t>(d.decider)];
+        top_.add(keys.refs[static_cast<std::size_t>(d.decider)].key,
+                 static_cast<std::int64_t>(wall_clock_us() / 1000));
         co_return out;
     }
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/admin/top_keys.hpp"
 #include "gateway/metrics.hpp"
 #include "limiters/local_store.hpp"
 #include "limiters/policy.hpp"
@@ -73,6 +74,7 @@ class limit_checker {
     void count(const limit_outcome& o);
 
     loop_metrics& metrics_;
+    admin::windowed_top top_;  ///< the layer keys this loop limited, per minute (GET /top)
     std::map<std::string, std::size_t> waiting_;  ///< shaped requests held, per layer key
 };
 

@@ -1,7 +1,9 @@
 #include "gateway/metrics.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace rategate::gateway {
 
@@ -207,6 +209,129 @@ std::string render_metrics(const config::config& cfg, const std::vector<const lo
     out += "rategate_config_reloads_total{outcome=\"failure\"} " + std::to_string(reloads_failed) +
            "\n";
     return out;
+}
+
+}  // namespace rategate::gateway
+
+namespace rategate::gateway {
+
+namespace {
+
+nlohmann::json summed_buckets(const std::vector<const histogram*>& parts) {
+    std::array<std::uint64_t, histogram::bounds.size() + 1> total{};
+    for (const auto* h : parts) {
+        auto b = h->buckets();
+        for (std::size_t i = 0; i < total.size(); ++i)
+            total[i] += b[i];
+    }
+    return nlohmann::json(total);
+}
+
+// %XX escapes of a key part back to bytes, for display (limiters/keys.cpp escapes them).
+std::string unescape_key_part(std::string_view s) {
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (s[i] == '%' && i + 2 < s.size()) {
+            auto hex = [](char c) {
+                return c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            };
+            int hi = hex(s[i + 1]), lo = hex(s[i + 2]);
+            if (hi >= 0 && lo >= 0) {
+                out += static_cast<char>(hi * 16 + lo);
+                i += 2;
+                continue;
+            }
+        }
+        out += s[i];
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string render_stats_json(const config::config& cfg,
+                              const std::vector<const loop_metrics*>& loops,
+                              std::uint64_t open_connections, double uptime_s) {
+    using nlohmann::json;
+    json out;
+    out["time_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    out["uptime_s"] = uptime_s;
+    out["open_connections"] = open_connections;
+    out["latency_bounds"] = histogram::bounds;
+    json routes = json::array();
+    for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
+        json statuses = json::object();
+        for (unsigned status = 100; status < 600; ++status) {
+            std::uint64_t n = 0;
+            for (const auto* l : loops)
+                n += l->requests_[r][status].get();
+            if (n) statuses[std::to_string(status)] = n;
+        }
+        if (r == cfg.routes.size() && statuses.empty()) continue;  // "no route" only when seen
+        std::vector<const histogram*> parts;
+        for (const auto* l : loops)
+            parts.push_back(&l->request_latency[r]);
+        routes.push_back({{"name", r < cfg.routes.size() ? cfg.routes[r].name : "(no route)"},
+                          {"statuses", statuses},
+                          {"latency", summed_buckets(parts)}});
+    }
+    out["routes"] = routes;
+    json limiters = json::array();
+    std::size_t li = 0;
+    for (const auto& [name, l] : cfg.limiters) {
+        json outcomes = json::object();
+        for (std::size_t o = 0; o < static_cast<std::size_t>(limiter_outcome::count_); ++o) {
+            std::uint64_t n = 0;
+            for (const auto* loop : loops)
+                n += loop->limiter_decisions[li][o].get();
+            outcomes[to_string(static_cast<limiter_outcome>(o))] = n;
+        }
+        limiters.push_back({{"name", name}, {"outcomes", outcomes}});
+        ++li;
+    }
+    out["limiters"] = limiters;
+    int state = -1;
+    std::uint64_t calls = 0, errors = 0;
+    std::vector<const histogram*> redis_parts;
+    for (const auto* l : loops) {
+        state = std::max(state, l->redis_state.load(std::memory_order_relaxed));
+        calls += l->redis_calls.get();
+        errors += l->redis_errors.get();
+        redis_parts.push_back(&l->redis_latency);
+    }
+    static constexpr const char* states[] = {"connected", "degraded", "down"};
+    out["redis"] = {{"configured", cfg.redis.has_value()},
+                    {"state", cfg.redis ? (state >= 0 && state <= 2 ? states[state] : "starting")
+                                        : "not configured"},
+                    {"calls", calls},
+                    {"errors", errors},
+                    {"latency", summed_buckets(redis_parts)}};
+    return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string render_top_json(const std::vector<const loop_metrics*>& loops,
+                            std::string_view key_prefix, std::size_t limit) {
+    admin::space_saving merged(256);
+    for (const auto* l : loops)
+        merged.merge(l->top());
+    auto out = nlohmann::json::array();
+    for (const auto& e : merged.top()) {
+        if (out.size() >= limit) break;
+        // Layer keys are PREFIX{LIMITER|PARTS} (limiters/keys.hpp).
+        std::string_view k = e.item;
+        if (k.starts_with(key_prefix)) k.remove_prefix(key_prefix.size());
+        if (k.starts_with('{')) k.remove_prefix(1);
+        if (k.ends_with('}')) k.remove_suffix(1);
+        auto bar = k.find('|');
+        std::string limiter = unescape_key_part(k.substr(0, bar));
+        std::string parts = bar == std::string_view::npos ? "" : std::string(k.substr(bar + 1));
+        out.push_back({{"limiter", limiter},
+                       {"key", parts.empty() ? "(global)" : parts},
+                       {"limited", e.count}});
+    }
+    return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace rategate::gateway

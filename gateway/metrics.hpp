@@ -6,10 +6,12 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/admin/top_keys.hpp"
 
 namespace rategate::gateway {
 
@@ -64,7 +66,33 @@ struct loop_metrics {
         redis_timeouts{0};             ///< published from the connection by the loop's ticker
     std::atomic<int> redis_state{-1};  ///< -1 not configured, 0 connected, 1 degraded, 2 down
     std::atomic<std::int64_t> upstream_idle{0};
+
+    /// The keys this loop limited most (published by the loop's ticker, read by the admin).
+    void set_top(admin::space_saving s) const {
+        std::lock_guard lock(top_mutex_);
+        top_ = std::move(s);
+    }
+    admin::space_saving top() const {
+        std::lock_guard lock(top_mutex_);
+        return top_;
+    }
+
+  private:
+    mutable std::mutex top_mutex_;  ///< never taken on the request path
+    mutable admin::space_saving top_;
 };
+
+/// The dashboard's JSON (admin `GET /stats`): cumulative request counts by route and status
+/// with latency histograms, decisions by limiter and outcome, Redis health, calls, errors and
+/// latency histogram; `latency_bounds` are the histogram's bucket upper bounds in seconds.
+std::string render_stats_json(const config::config& cfg,
+                              const std::vector<const loop_metrics*>& loops,
+                              std::uint64_t open_connections, double uptime_s);
+
+/// Admin `GET /top` (SPEC §4): `[{"limiter", "key", "limited"}]`, most limited first, merged
+/// over every loop's last five minutes. `key_prefix` is stripped from the layer keys.
+std::string render_top_json(const std::vector<const loop_metrics*>& loops,
+                            std::string_view key_prefix, std::size_t limit = 50);
 
 /// Renders the Prometheus text exposition (0.0.4) of every loop's metrics, summed.
 std::string render_metrics(const config::config& cfg, const std::vector<const loop_metrics*>& loops,

@@ -118,7 +118,11 @@ server::server(std::shared_ptr<const config::config> cfg)
         admin_ = std::make_unique<admin_server>(
             *cfg_->admin_listen, cfg_->limits,
             admin_server::handlers{[this] { return metrics_text(); }, [this] { return ready(); },
-                                   [this] { return cfg_->json_masked; }});
+                                   [this] {
+                                       std::lock_guard lock(mutex_);  // cfg_ changes on reload
+                                       return cfg_->json_masked;
+                                   },
+                                   [this] { return stats_text(); }, [this] { return top_text(); }});
     for (int i = 0; i < n; ++i) {
         auto w = std::make_unique<worker>(cfg_, open_connections_, policy_, *local_);
         w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
@@ -153,7 +157,8 @@ void server::start() {
     }
 }
 
-std::string server::metrics_text() const {
+template <class F>
+std::string server::with_loops(F render) const {
     std::shared_ptr<const config::config> cfg;
     {
         std::lock_guard lock(mutex_);
@@ -169,8 +174,28 @@ std::string server::metrics_text() const {
         loops.push_back(metrics.get());
         held.push_back(std::move(metrics));
     }
-    return render_metrics(*cfg, loops, open_connections_.load(), reloads_ok_.load(),
-                          reloads_failed_.load());
+    return render(*cfg, loops);
+}
+
+std::string server::stats_text() const {
+    return with_loops([this](const config::config& cfg, const std::vector<const loop_metrics*>& l) {
+        double up =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        return render_stats_json(cfg, l, open_connections_.load(), up);
+    });
+}
+
+std::string server::top_text() const {
+    return with_loops([](const config::config& cfg, const std::vector<const loop_metrics*>& l) {
+        return render_top_json(l, cfg.redis ? cfg.redis->key_prefix : "rategate:");
+    });
+}
+
+std::string server::metrics_text() const {
+    return with_loops([this](const config::config& cfg, const std::vector<const loop_metrics*>& l) {
+        return render_metrics(cfg, l, open_connections_.load(), reloads_ok_.load(),
+                              reloads_failed_.load());
+    });
 }
 
 bool server::ready() const {

@@ -34,6 +34,9 @@ class server {
 
     /// The Prometheus exposition of every loop's metrics (what GET /metrics serves).
     std::string metrics_text() const;
+    /// The dashboard's JSON and the keys limited most (admin /stats and /top).
+    std::string stats_text() const;
+    std::string top_text() const;
     /// Redis reachable from every loop (or no Redis configured): GET /readyz.
     bool ready() const;
 
@@ -50,6 +53,10 @@ class server {
     std::shared_ptr<const limiters::policy> policy_;  ///< shared, read-only, replaced on reload
     mutable std::mutex mutex_;                        ///< guards cfg_/policy_ for reload and admin
     std::atomic<std::uint64_t> reloads_ok_{0}, reloads_failed_{0};
+    const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
+    /// Calls `render` with the config in force and the metrics of every loop running it.
+    template <class F>
+    std::string with_loops(F render) const;
     std::unique_ptr<limiters::local_store> local_;  ///< shared in-process limiter state
     std::atomic<std::size_t> open_connections_{0};
     std::vector<std::unique_ptr<worker>> workers_;
