@@ -6,8 +6,10 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <chrono>
 #include <list>
+#include <memory>
 
 namespace rategate::gateway {
 
@@ -39,12 +41,32 @@ class deadline {
     std::list<slot>::iterator slot_;
 };
 
-/// A socket and its deadline: what the session and the upstream pool read and write through.
+/// TLS over a socket owned elsewhere (the timed_socket's).
+using tls_stream = boost::asio::ssl::stream<boost::asio::ip::tcp::socket&>;
+
+/// A socket, TLS over it when `tls` is set, and its deadline: the one stream type (Beast's
+/// AsyncReadStream and AsyncWriteStream) the session, the relay and the upstream pool read and
+/// write through, plain or TLS alike. Reads and writes go through TLS once `tls` is set; the
+/// deadline cancels the socket under both.
 struct timed_socket {
+    using executor_type = boost::asio::ip::tcp::socket::executor_type;
     timed_socket(boost::asio::ip::tcp::socket s, deadline_sweeper& sweeper)
         : socket(std::move(s)), timer(sweeper, socket) {}
     boost::asio::ip::tcp::socket socket;
     deadline timer;
+    std::unique_ptr<tls_stream> tls;
+
+    executor_type get_executor() { return socket.get_executor(); }
+    template <class MutableBuffers, class Token>
+    auto async_read_some(const MutableBuffers& b, Token&& token) {
+        if (tls) return tls->async_read_some(b, std::forward<Token>(token));
+        return socket.async_read_some(b, std::forward<Token>(token));
+    }
+    template <class ConstBuffers, class Token>
+    auto async_write_some(const ConstBuffers& b, Token&& token) {
+        if (tls) return tls->async_write_some(b, std::forward<Token>(token));
+        return socket.async_write_some(b, std::forward<Token>(token));
+    }
 };
 
 class deadline_sweeper {

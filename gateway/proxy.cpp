@@ -58,7 +58,7 @@ net::awaitable<relay_result> relay(timed_socket& in, beast::flat_buffer& in_buf,
             body.data = buf;
             body.size = buf_size;
             in.timer.expires_after(read_timeout);
-            auto [ec, n] = co_await http::async_read_some(in.socket, in_buf, p, use_nothrow);
+            auto [ec, n] = co_await http::async_read_some(in, in_buf, p, use_nothrow);
             if (ec == http::error::need_buffer) ec = {};
             if (ec && in.timer.expired()) ec = net::error::timed_out;
             if (ec) {
@@ -77,12 +77,12 @@ net::awaitable<relay_result> relay(timed_socket& in, beast::flat_buffer& in_buf,
             body.data = produced ? buf : nullptr;
             body.size = produced;
             body.more = !p.is_done();
-            auto [ec, wn] = co_await http::async_write(out.socket, *sr, use_nothrow);
+            auto [ec, wn] = co_await http::async_write(out, *sr, use_nothrow);
             wec = ec == http::error::need_buffer ? error_code{} : ec;
         } else {
             std::array<net::const_buffer, 2> pieces{
                 head_sent ? net::const_buffer() : net::buffer(*head), net::buffer(buf, produced)};
-            auto [ec, wn] = co_await net::async_write(out.socket, pieces, use_nothrow);
+            auto [ec, wn] = co_await net::async_write(out, pieces, use_nothrow);
             wec = ec;
             head_sent = true;
         }
@@ -128,7 +128,7 @@ net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, uns
     auto res = make_error_response(status, code, message, keep_alive, version == 10 ? 10 : 11);
     if (head_request) omit_body(res);
     client.timer.expires_after(timeout);
-    auto [ec, n] = co_await http::async_write(client.socket, res, use_nothrow);
+    auto [ec, n] = co_await http::async_write(client, res, use_nothrow);
     co_return !ec;
 }
 
@@ -188,8 +188,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     if (expect_continue && has_body) {
         static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
         client.timer.expires_after(limits.idle_timeout);
-        auto [wec, n] =
-            co_await net::async_write(client.socket, net::buffer(continue_line), use_nothrow);
+        auto [wec, n] = co_await net::async_write(client, net::buffer(continue_line), use_nothrow);
         if (wec) co_return false;
     }
 
@@ -200,8 +199,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         rp->body_limit(boost::none);
         if (req.method() == http::verb::head) rp->skip(true);
         up->io.timer.expires_after(up_cfg.response_timeout);
-        auto [hec, n] =
-            co_await http::async_read_header(up->io.socket, up->buffer, *rp, use_nothrow);
+        auto [hec, n] = co_await http::async_read_header(up->io, up->buffer, *rp, use_nothrow);
         if (hec && up->io.timer.expired()) hec = net::error::timed_out;
         co_return hec;
     };

@@ -64,7 +64,7 @@ net::awaitable<block_result> read_header_block(timed_socket& s, beast::flat_buff
     if (buf.size() == 0) {
         slot.idle = true;
         s.timer.expires_after(first_wait);
-        auto [ec, n] = co_await s.socket.async_read_some(buf.prepare(16 * 1024), use_nothrow);
+        auto [ec, n] = co_await s.async_read_some(buf.prepare(16 * 1024), use_nothrow);
         slot.idle = false;
         if (ec) co_return block_result{block_status::closed};
         buf.commit(n);
@@ -83,7 +83,7 @@ net::awaitable<block_result> read_header_block(timed_socket& s, beast::flat_buff
             co_return block_result{block_status::malformed, 0, end.reason};
         if (view.size() >= limits.max_header_bytes) co_return block_result{block_status::too_large};
         resume = end.resume;
-        auto [ec, n] = co_await s.socket.async_read_some(buf.prepare(16 * 1024), use_nothrow);
+        auto [ec, n] = co_await s.async_read_some(buf.prepare(16 * 1024), use_nothrow);
         if (ec) co_return block_result{block_status::closed};
         buf.commit(n);
     }
@@ -161,7 +161,7 @@ net::awaitable<limit_step> check_limits(worker& w, runtime& rt, timed_socket& cl
                         : out.what == limit_outcome::kind::denied ? "denied"
                                                                   : "error";
     client.timer.expires_after(cfg.limits.idle_timeout);
-    auto [ec, n] = co_await http::async_write(client.socket, res, use_nothrow);
+    auto [ec, n] = co_await http::async_write(client, res, use_nothrow);
     co_return (ec || !keep) ? limit_step::close : limit_step::next;
 }
 
