@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <boost/url/parse.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -114,6 +116,7 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 class checker {
   public:
     std::vector<config_error> errors;
+    std::string base_dir;  ///< the config file's folder, for relative paths
     void fail(const std::string& path, std::string message) {
         errors.push_back({path.empty() ? "$" : path, std::move(message)});
     }
@@ -457,15 +460,129 @@ std::optional<cidr> parse_cidr(const std::string& text) {
     return out;
 }
 
+// A file path from the config: relative paths are relative to the config file's folder; the
+// file must be readable. Returns the absolute path, or nullopt with an error.
+std::optional<std::string> read_file_path(const json* j, const std::string& path, checker& c,
+                                          std::string* contents = nullptr) {
+    auto s = read_string(j, path, c);
+    if (!s) return std::nullopt;
+    std::filesystem::path p(*s);
+    if (p.is_relative() && !c.base_dir.empty()) p = std::filesystem::path(c.base_dir) / p;
+    std::ifstream in(p, std::ios::binary);
+    if (!in) {
+        c.fail(path, "cannot read \"" + p.string() + "\"");
+        return std::nullopt;
+    }
+    if (contents) {
+        std::stringstream ss;
+        ss << in.rdbuf();
+        *contents = ss.str();
+    }
+    return p.string();
+}
+
+void read_jwt(const json& j, const std::string& path, checker& c, jwt_config& out) {
+    object_reader o(j, path, c);
+    if (auto h = read_string(o.get("header"), o.path("header"), c)) {
+        if (!is_token(*h))
+            c.fail(o.path("header"), "\"" + *h + "\" is not a valid header name");
+        else
+            out.header = *h;
+    }
+    if (auto v = read_string(o.get("claim"), o.path("claim"), c)) out.claim = *v;
+    auto algs_path = o.path("algorithms");
+    bool wants_hmac = false, wants_keys = false;
+    if (auto* a = o.get("algorithms", true)) {
+        if (!a->is_array() || a->empty()) {
+            c.fail(algs_path, "expected a non-empty array such as [\"RS256\", \"ES256\"]");
+        } else {
+            static const std::set<std::string> known{"HS256", "HS384", "HS512", "RS256", "RS384",
+                                                     "RS512", "ES256", "ES384", "ES512"};
+            for (std::size_t i = 0; i < a->size(); ++i) {
+                auto v = read_string(&(*a)[i], element(algs_path, i), c);
+                if (!v) continue;
+                if (!known.count(*v)) {
+                    c.fail(element(algs_path, i), "unsupported algorithm \"" + *v +
+                                                      "\" (HS256/384/512, RS256/384/512, "
+                                                      "ES256/384/512; never none)");
+                    continue;
+                }
+                (v->starts_with("HS") ? wants_hmac : wants_keys) = true;
+                out.algorithms.push_back(*v);
+            }
+        }
+    }
+    auto keys_path = o.path("public_keys");
+    if (auto* k = o.get("public_keys")) {
+        if (!k->is_array()) {
+            c.fail(keys_path, "expected an array of PEM file paths");
+        } else {
+            for (std::size_t i = 0; i < k->size(); ++i) {
+                std::string pem;
+                if (auto p = read_file_path(&(*k)[i], element(keys_path, i), c, &pem)) {
+                    if (pem.find("-----BEGIN PUBLIC KEY-----") == std::string::npos)
+                        c.fail(element(keys_path, i), "\"" + *p + "\" is not a PEM public key");
+                    out.public_key_files.push_back(*p);
+                    out.public_key_pems.push_back(std::move(pem));
+                }
+            }
+        }
+    }
+    if (auto v = read_string(o.get("hmac_secret_env"), o.path("hmac_secret_env"), c)) {
+        out.hmac_secret_env = *v;
+        const char* secret = std::getenv(v->c_str());
+        if (!secret || !*secret)
+            c.fail(o.path("hmac_secret_env"), "environment variable " + *v + " is not set");
+        else
+            out.hmac_secret = secret;
+    }
+    if (wants_hmac && out.hmac_secret_env.empty())
+        c.fail(o.path("hmac_secret_env"), "required by the HS algorithms listed");
+    if (wants_keys && out.public_key_pems.empty() && !o.get("public_keys"))
+        c.fail(keys_path, "required by the RS/ES algorithms listed");
+    if (auto v = read_string(o.get("issuer"), o.path("issuer"), c)) out.issuer = *v;
+    if (auto v = read_string(o.get("audience"), o.path("audience"), c)) out.audience = *v;
+    if (auto v = read_duration(o.get("leeway"), o.path("leeway"), c)) out.leeway = *v;
+    o.finish();
+}
+
+void read_tls_server(const json& j, const std::string& path, checker& c, tls_server_config& out) {
+    object_reader o(j, path, c);
+    if (auto p = read_file_path(o.get("cert", true), o.path("cert"), c)) out.cert_file = *p;
+    if (auto p = read_file_path(o.get("key", true), o.path("key"), c)) out.key_file = *p;
+    o.finish();
+}
+
+void read_tls_client(const json& j, const std::string& path, checker& c, tls_client_config& out) {
+    object_reader o(j, path, c);
+    if (auto p = read_file_path(o.get("ca"), o.path("ca"), c)) out.ca_file = *p;
+    if (auto v = read_string(o.get("server_name"), o.path("server_name"), c)) {
+        if (!is_hostname(*v) && !is_ip_literal(*v))
+            c.fail(o.path("server_name"), "\"" + *v + "\" is not a host name");
+        else
+            out.server_name = *v;
+    }
+    if (auto v = read_bool(o.get("verify"), o.path("verify"), c)) out.verify = *v;
+    o.finish();
+}
+
 void read_identity(const json& j, const std::string& path, checker& c, identity_config& out) {
     object_reader o(j, path, c);
     if (auto* u = o.get("user")) {
         object_reader ou(*u, o.path("user"), c);
-        if (auto h = read_string(ou.get("header", true), ou.path("header"), c)) {
-            if (!is_token(*h))
+        auto* jwt = ou.get("jwt");
+        if (auto h = read_string(ou.get("header", !jwt), ou.path("header"), c)) {
+            if (jwt)
+                c.fail(ou.path("header"), "give either \"header\" or \"jwt\", not both");
+            else if (!is_token(*h))
                 c.fail(ou.path("header"), "\"" + *h + "\" is not a valid header name");
             else
                 out.user_header = *h;
+        }
+        if (jwt) {
+            jwt_config jc;
+            read_jwt(*jwt, ou.path("jwt"), c, jc);
+            out.jwt = std::move(jc);
         }
         ou.finish();
     }
@@ -512,6 +629,11 @@ void read_upstream(const json& j, const std::string& path, checker& c, upstream_
     if (auto v =
             read_int(o.get("max_idle_per_target"), o.path("max_idle_per_target"), c, 0, 100000))
         out.max_idle_per_target = static_cast<std::size_t>(*v);
+    if (auto* t = o.get("tls")) {
+        tls_client_config tc;
+        read_tls_client(*t, o.path("tls"), c, tc);
+        out.tls = tc;
+    }
     o.finish();
 }
 
@@ -726,6 +848,7 @@ void read_route(const json& j, const std::string& path, checker& c, const config
                                           {"both", header_style::both},
                                           {"none", header_style::none}}))
         r.headers = *v;
+    if (auto v = read_bool(o.get("websocket"), o.path("websocket"), c)) r.websocket = *v;
     o.finish();
 }
 
@@ -770,8 +893,16 @@ std::shared_ptr<const config> parse_config(const std::string& text, const std::s
         throw config_errors(file,
                             {{"$", "invalid JSON at " + parse_error_position(text, e.byte) + ": " +
                                        (pos == std::string::npos ? what : what.substr(pos))}});
+    } catch (const json::out_of_range& e) {
+        // nlohmann::json reports a number too large for a double ("1e999") this way, not as a
+        // parse_error (found by tests/fuzz/fuzz_config).
+        std::string what = e.what();
+        auto pos = what.find("] ");
+        throw config_errors(
+            file, {{"$", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2))}});
     }
     checker c;
+    c.base_dir = std::filesystem::path(file).parent_path().string();
     auto cfg = std::make_shared<config>();
     cfg->source = file;
     object_reader root(doc, "", c);
@@ -785,6 +916,11 @@ std::shared_ptr<const config> parse_config(const std::string& text, const std::s
         oa.finish();
     }
     if (auto* l = root.get("limits")) read_limits(*l, "limits", c, cfg->limits);
+    if (auto* t = root.get("tls")) {
+        tls_server_config tc;
+        read_tls_server(*t, "tls", c, tc);
+        cfg->tls = tc;
+    }
     if (auto* r = root.get("redis")) {
         redis_config rc;
         read_redis(*r, "redis", c, rc);

@@ -52,8 +52,35 @@ struct cidr {
     int prefix = 0;
 };
 
+/// SPEC §2 `identity.user.jwt`: the user id from a verified JSON Web Token (RFC 7519).
+struct jwt_config {
+    std::string header = "Authorization";       ///< carries `Bearer <token>`
+    std::string claim = "sub";                  ///< the claim that is the user id
+    std::vector<std::string> algorithms;        ///< allow-list (HS256…ES512)
+    std::vector<std::string> public_key_files;  ///< PEM files, absolute paths
+    std::vector<std::string> public_key_pems;   ///< their contents, read at load (and reload)
+    std::string hmac_secret_env;                ///< environment variable holding the HS secret
+    std::string hmac_secret;                    ///< its value, read at load (never shown)
+    std::optional<std::string> issuer, audience;
+    micros leeway{0};
+};
+
+/// SPEC §2 `tls`: HTTPS on `listen`. Paths are absolute (relative ones resolved against the
+/// config file's folder).
+struct tls_server_config {
+    std::string cert_file, key_file;
+};
+
+/// SPEC §2 upstream `tls`: HTTPS to the targets, verified unless `verify` is false.
+struct tls_client_config {
+    std::optional<std::string> ca_file;      ///< absolute path; none: the system store
+    std::optional<std::string> server_name;  ///< SNI and the checked name; none: the host
+    bool verify = true;
+};
+
 struct identity_config {
     std::string user_header = "X-User-Id";
+    std::optional<jwt_config> jwt;  ///< set: the user comes from a verified JWT, not a header
     std::vector<cidr> trusted_proxies;
 };
 
@@ -64,6 +91,7 @@ struct upstream_config {
     millis connect_timeout{1'000};
     millis response_timeout{30'000};
     std::size_t max_idle_per_target = 64;
+    std::optional<tls_client_config> tls;
 };
 
 enum class algorithm {
@@ -132,6 +160,7 @@ struct route_config {
     std::string on_limit_message = "Too many requests, please retry later";
     redis_error_policy on_redis_error = redis_error_policy::allow;
     header_style headers = header_style::ietf;
+    bool websocket = false;  ///< Upgrade: websocket is tunnelled (SPEC §3)
 };
 
 struct log_config {
@@ -146,6 +175,7 @@ struct config {
     host_port listen{"0.0.0.0", 8080};
     int threads = 0;  ///< 0 = one per core
     std::optional<host_port> admin_listen;
+    std::optional<tls_server_config> tls;
     limits_config limits;
     std::optional<redis_config> redis;
     identity_config identity;
