@@ -145,7 +145,8 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     bool client_keep_alive = req.keep_alive();
 
     bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
-    record.request_id = rewrite_request_headers(req, {peer_ip, "http"}, make_request_id());
+    record.request_id =
+        rewrite_request_headers(req, {peer_ip, client.tls ? "https" : "http"}, make_request_id());
     const auto& request_id = record.request_id;
     if (!route.strip_prefix.empty())
         req.target(strip_path_prefix(req.target(), route.strip_prefix));

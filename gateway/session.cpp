@@ -209,6 +209,20 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     session_guard guard{w, w.sessions.insert(w.sessions.end(), session_slot{&client.socket, true})};
     beast::flat_buffer buf;
     bool first = true;
+    // HTTPS: the handshake counts toward header_timeout; a failed one (a plain-HTTP request
+    // included) closes the connection. The session keeps the context it started with.
+    const auto tls_context = w.rt->tls;
+    if (tls_context) {
+        client.tls = std::make_unique<tls_stream>(client.socket, *tls_context);
+        client.timer.expires_after(w.rt->cfg->limits.header_timeout);
+        auto [ec] =
+            co_await client.tls->async_handshake(net::ssl::stream_base::server, use_nothrow);
+        if (ec) {
+            error_code ignored;
+            client.socket.close(ignored);
+            co_return;
+        }
+    }
 
     while (!w.stopping) {
         // This request runs on the runtime in force when it starts (a reload swaps it whole).
@@ -280,7 +294,8 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         }
         if (!nreq.host.empty()) req.set(boost::beast::http::field::host, nreq.host);
         req.target(nreq.origin_form(nreq.path));
-        const auto* route = rt->routes.match(req.method_string(), nreq.path, nreq.host);
+        const auto* route =
+            rt->routes.match(req.method_string(), nreq.path, nreq.host, client.tls ? 443 : 80);
         if (!route) {
             bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
             std::string message =

@@ -5,8 +5,12 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
+
+#include "gateway/proxy/tls.hpp"
 
 namespace rategate::gateway {
 
@@ -33,6 +37,7 @@ upstream_pool::upstream_pool(net::any_io_executor ex, deadline_sweeper& sweeper,
     : ex_(std::move(ex)), sweeper_(sweeper), cfg_(cfg) {
     for (const auto& t : cfg_.targets)
         targets_.push_back({t, t.to_string(), {}, {}});
+    if (cfg_.tls) tls_ = make_client_tls(*cfg_.tls);
 }
 
 std::size_t upstream_pool::next_target() {
@@ -77,6 +82,23 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
     }
     boost::system::error_code ignored;
     c->io.socket.set_option(tcp::no_delay(true), ignored);
+    if (tls_) {
+        const std::string& name = cfg_.tls->server_name ? *cfg_.tls->server_name : ts.address.host;
+        c->io.tls = std::make_unique<tls_stream>(c->io.socket, *tls_);
+        auto* ssl = c->io.tls->native_handle();
+        // SNI (RFC 6066 §3) carries host names only, never IP literals.
+        boost::system::error_code not_ip;
+        net::ip::make_address(name, not_ip);
+        if (not_ip) SSL_set_tlsext_host_name(ssl, name.c_str());
+        if (cfg_.tls->verify)
+            c->io.tls->set_verify_callback(net::ssl::host_name_verification(name));
+        auto [hec] =
+            co_await c->io.tls->async_handshake(net::ssl::stream_base::client, use_nothrow);
+        if (hec) {
+            ec = c->io.timer.expired() ? make_error_code(net::error::timed_out) : hec;
+            co_return nullptr;
+        }
+    }
     ec = {};
     co_return c;
 }

@@ -39,8 +39,9 @@ class upstream_pool {
     std::size_t next_target();
 
     /// An idle keep-alive connection to `target` if a live one is pooled, else a new one
-    /// (resolve + connect within `connect_timeout`). Errors: resolve/connect failure,
-    /// net::error::timed_out.
+    /// (resolve + connect, and with `tls` the TLS handshake with SNI and certificate and
+    /// host-name verification, within `connect_timeout`). Errors: resolve/connect/handshake
+    /// failure, net::error::timed_out.
     boost::asio::awaitable<std::unique_ptr<upstream_connection>> acquire(
         std::size_t target, boost::system::error_code& ec, bool allow_reuse = true);
 
@@ -64,6 +65,7 @@ class upstream_pool {
     boost::asio::any_io_executor ex_;
     deadline_sweeper& sweeper_;
     config::upstream_config cfg_;
+    std::shared_ptr<boost::asio::ssl::context> tls_;  ///< set for an upstream with `tls`
     std::vector<target_state> targets_;
     std::size_t next_ = 0;
 };

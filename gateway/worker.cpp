@@ -1,5 +1,8 @@
 #include "gateway/worker.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include "gateway/proxy/tls.hpp"
 #include "limiters/redis_chain.hpp"
 
 namespace rategate::gateway {
@@ -23,8 +26,13 @@ bool same_upstream(const config::upstream_config& a, const config::upstream_conf
     for (std::size_t i = 0; i < a.targets.size(); ++i)
         if (a.targets[i].host != b.targets[i].host || a.targets[i].port != b.targets[i].port)
             return false;
+    auto same_tls = [](const auto& x, const auto& y) {
+        if (x.has_value() != y.has_value()) return false;
+        return !x || (x->ca_file == y->ca_file && x->server_name == y->server_name &&
+                      x->verify == y->verify);
+    };
     return a.connect_timeout == b.connect_timeout && a.response_timeout == b.response_timeout &&
-           a.max_idle_per_target == b.max_idle_per_target;
+           a.max_idle_per_target == b.max_idle_per_target && same_tls(a.tls, b.tls);
 }
 
 }  // namespace
@@ -57,6 +65,16 @@ worker::~worker() = default;
 void worker::install(std::shared_ptr<const config::config> c,
                      std::shared_ptr<const limiters::policy> policy) {
     auto next = std::make_shared<runtime>(std::move(c), std::move(policy));
+    if (next->cfg->tls) {
+        // A certificate that fails to load on reload keeps the previous one (SPEC §3).
+        try {
+            next->tls = make_server_tls(*next->cfg->tls);
+        } catch (const std::exception& e) {
+            if (!rt || !rt->tls) throw;
+            spdlog::error("TLS certificate not reloaded, the previous one stays: {}", e.what());
+            next->tls = rt->tls;
+        }
+    }
     next->limits = std::make_unique<limit_checker>(ioc.get_executor(), *next->cfg, *next->policy,
                                                    local_, *next->metrics, redis);
     for (const auto& [name, u] : next->cfg->upstreams) {

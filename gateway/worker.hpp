@@ -21,6 +21,10 @@
 #include "gateway/upstream_pool.hpp"
 #include "limiters/redis/connection.hpp"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace rategate::gateway {
 
 /// A live client connection, registered so shutdown can close idle keep-alives.
@@ -40,6 +44,7 @@ struct runtime {
     std::map<std::string, std::shared_ptr<upstream_pool>>
         pools;                                          ///< kept across reloads when unchanged
     std::map<std::string, std::size_t> upstream_index;  ///< metrics position by name
+    std::shared_ptr<boost::asio::ssl::context> tls;     ///< HTTPS on listen, when configured
 
     runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const limiters::policy> p);
     /// The pool of upstream `name` (validated to exist by the config loader).
