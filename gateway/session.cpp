@@ -103,16 +103,21 @@ enum class limit_step { forward, next, close };
 
 // Runs the route's limiter chain. A limited, denied or unavailable request is answered here;
 // an allowed one leaves the headers of its most restrictive layer in `rate`.
+// `jwt_user` is the verified token's user id when the user comes from a JWT.
 net::awaitable<limit_step> check_limits(worker& w, runtime& rt, timed_socket& client,
                                         request_parser& parser, const config::route_config& route,
                                         const std::string& peer, std::optional<rate_headers>& rate,
-                                        exchange_record& rec) {
+                                        exchange_record& rec,
+                                        const std::optional<std::string>& jwt_user) {
     const auto& cfg = *rt.cfg;
     auto& req = parser.get();
-    auto user_it = req.find(cfg.identity.user_header);
     std::optional<std::string_view> user;
-    if (user_it != req.end() && !user_it->value().empty())
+    if (cfg.identity.jwt) {
+        if (jwt_user) user = *jwt_user;
+    } else if (auto user_it = req.find(cfg.identity.user_header);
+               user_it != req.end() && !user_it->value().empty()) {
         user = std::string_view(user_it->value());
+    }
     auto xff = req.find("X-Forwarded-For");
     std::string ip =
         client_ip(peer, xff == req.end() ? std::string_view{} : std::string_view(xff->value()),
@@ -304,10 +309,36 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
             continue;
         }
         scope.route = route;
+        // A presented bearer token is verified on every route; a failing one is never
+        // forwarded (SPEC §2 "User", RFC 6750 §3).
+        std::optional<std::string> jwt_user;
+        if (rt->jwt_cache) {
+            auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
+            auto auth = req.find(rt->cfg->identity.jwt->header);
+            auto verdict = rt->jwt_cache->verify(
+                auth == req.end() ? std::string_view{} : std::string_view(auth->value()), now_s);
+            if (verdict.what == identity::jwt_result::kind::invalid) {
+                bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
+                auto res = make_error_response(401, "invalid_token",
+                                               "invalid bearer token: " + verdict.reason, keep,
+                                               req.version());
+                res.set(http::field::www_authenticate, "Bearer error=\"invalid_token\"");
+                if (head_request) omit_body(res);
+                scope.rec.status = 401;
+                client.timer.expires_after(limits.idle_timeout);
+                auto [wec, wn] = co_await http::async_write(client, res, use_nothrow);
+                if (wec || !keep) break;
+                continue;
+            }
+            if (verdict.what == identity::jwt_result::kind::valid && !verdict.user.empty())
+                jwt_user = std::move(verdict.user);
+        }
         std::optional<rate_headers> rate;
         if (!route->limiters.empty()) {
-            auto verdict =
-                co_await check_limits(w, *rt, client, parser, *route, peer, rate, scope.rec);
+            auto verdict = co_await check_limits(w, *rt, client, parser, *route, peer, rate,
+                                                 scope.rec, jwt_user);
             if (verdict == limit_step::close) break;
             if (verdict == limit_step::next) continue;
         }

@@ -65,6 +65,19 @@ worker::~worker() = default;
 void worker::install(std::shared_ptr<const config::config> c,
                      std::shared_ptr<const limiters::policy> policy) {
     auto next = std::make_shared<runtime>(std::move(c), std::move(policy));
+    if (const auto& j = next->cfg->identity.jwt) {
+        identity::jwt_settings s;
+        s.claim = j->claim;
+        s.algorithms = j->algorithms;
+        s.public_key_pems = j->public_key_pems;
+        s.hmac_secret = j->hmac_secret;
+        s.issuer = j->issuer;
+        s.audience = j->audience;
+        s.leeway = std::chrono::duration_cast<std::chrono::seconds>(j->leeway);
+        next->jwt = std::make_unique<identity::jwt_verifier>(std::move(s));
+        next->jwt_cache = std::make_unique<identity::token_cache>(
+            *next->jwt, std::chrono::duration_cast<std::chrono::seconds>(j->leeway).count());
+    }
     if (next->cfg->tls) {
         // A certificate that fails to load on reload keeps the previous one (SPEC §3).
         try {

@@ -15,6 +15,8 @@
 
 #include "config/config.hpp"
 #include "gateway/deadline.hpp"
+#include "gateway/identity/jwt_verifier.hpp"
+#include "gateway/identity/token_cache.hpp"
 #include "gateway/limit_check.hpp"
 #include "gateway/metrics.hpp"
 #include "gateway/router.hpp"
@@ -45,6 +47,8 @@ struct runtime {
         pools;                                          ///< kept across reloads when unchanged
     std::map<std::string, std::size_t> upstream_index;  ///< metrics position by name
     std::shared_ptr<boost::asio::ssl::context> tls;     ///< HTTPS on listen, when configured
+    std::unique_ptr<identity::jwt_verifier> jwt;        ///< identity.user.jwt, when configured
+    std::unique_ptr<identity::token_cache> jwt_cache;   ///< this loop's verified tokens
 
     runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const limiters::policy> p);
     /// The pool of upstream `name` (validated to exist by the config loader).
