@@ -4,7 +4,8 @@ PACKAGES=(build-essential cmake ninja-build ccache pkg-config clang-format pytho
           libboost1.81-all-dev nlohmann-json3-dev libspdlog-dev doctest-dev libhiredis-dev
           redis-server redis-tools libssl-dev libjwt-dev
           # tests: real clients and proxies, the dashboard in a headless browser, fuzzing
-          haproxy apache2-utils openssl chromium python3-websocket clang libfuzzer-14-dev)
+          haproxy apache2-utils openssl chromium python3-websocket python3-websockets clang
+          libfuzzer-14-dev)
 
 install_packages() {
     local missing=()

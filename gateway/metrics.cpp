@@ -202,6 +202,13 @@ std::string render_metrics(const config::config& cfg, const std::vector<const lo
          sum([](const loop_metrics& l) {
              return static_cast<std::uint64_t>(std::max<std::int64_t>(0, l.upstream_idle.load()));
          }));
+    line("rategate_websocket_tunnels_open", "gauge", "Open WebSocket (upgraded) tunnels.",
+         sum([](const loop_metrics& l) {
+             return static_cast<std::uint64_t>(
+                 std::max<std::int64_t>(0, l.websocket_tunnels_open.load()));
+         }));
+    line("rategate_websocket_tunnels_total", "counter", "WebSocket (upgraded) tunnels opened.",
+         sum([](const loop_metrics& l) { return l.websocket_tunnels.get(); }));
     out += "# HELP rategate_config_reloads_total Configuration reloads, by outcome.\n";
     out += "# TYPE rategate_config_reloads_total counter\n";
     out +=

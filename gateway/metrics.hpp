@@ -66,6 +66,8 @@ struct loop_metrics {
         redis_timeouts{0};             ///< published from the connection by the loop's ticker
     std::atomic<int> redis_state{-1};  ///< -1 not configured, 0 connected, 1 degraded, 2 down
     std::atomic<std::int64_t> upstream_idle{0};
+    std::atomic<std::int64_t> websocket_tunnels_open{0};  ///< upgraded connections open now
+    counter websocket_tunnels;                            ///< upgraded connections opened
 
     /// The keys this loop limited most (published by the loop's ticker, read by the admin).
     void set_top(admin::space_saving s) const {

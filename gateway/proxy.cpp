@@ -7,6 +7,7 @@
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/beast/http/rfc7230.hpp>
 #include <boost/beast/http/serializer.hpp>
 #include <boost/beast/http/write.hpp>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "gateway/header_rewrite.hpp"
 #include "gateway/http/response_framing.hpp"
 #include "gateway/http_head.hpp"
+#include "gateway/proxy/tunnel.hpp"
 #include "gateway/ratelimit_headers.hpp"
 #include "gateway/router.hpp"
 #include "gateway/worker.hpp"
@@ -120,6 +122,33 @@ bool can_keep_alive(const request_parser& p) {
     return p.is_done() && p.get().keep_alive();
 }
 
+// After the upstream's 101: the response head goes to the client, then the connection is a
+// two-way byte tunnel until either side closes or idle_timeout passes. Never kept alive.
+net::awaitable<bool> open_tunnel(worker& w, runtime& rt, timed_socket& client,
+                                 beast::flat_buffer& client_buffer, upstream_connection& up,
+                                 http::response_header<>& res, const std::string& request_id,
+                                 const config::route_config& route, const rate_headers* rate) {
+    rewrite_response_headers(res, request_id);
+    if (rate) apply_rate_headers(res, route.headers, *rate, /*keep_stricter_backend=*/true);
+    res.set(http::field::upgrade, "websocket");
+    res.set(http::field::connection, "Upgrade");
+    up.response_head.clear();
+    append_response_head(up.response_head, res);
+    client.timer.expires_after(rt.cfg->limits.idle_timeout);
+    auto [ec, n] = co_await net::async_write(client, net::buffer(up.response_head), use_nothrow);
+    if (ec) co_return false;
+    auto up_buf = w.take_buffer();
+    auto down_buf = w.take_buffer();
+    rt.metrics->websocket_tunnels_open.fetch_add(1, std::memory_order_relaxed);
+    rt.metrics->websocket_tunnels.add();
+    co_await run_tunnel(client, client_buffer, up.io, up.buffer, rt.cfg->limits.idle_timeout,
+                        up_buf.get(), down_buf.get(), worker::relay_buffer_size);
+    rt.metrics->websocket_tunnels_open.fetch_sub(1, std::memory_order_relaxed);
+    w.give_buffer(std::move(up_buf));
+    w.give_buffer(std::move(down_buf));
+    co_return false;
+}
+
 }  // namespace
 
 net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, unsigned status,
@@ -145,6 +174,11 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     bool client_keep_alive = req.keep_alive();
 
     bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
+    // Only `Upgrade: websocket` on a websocket route is tunnelled (RFC 6455 §4.1); elsewhere
+    // Upgrade is hop-by-hop and removed with the others.
+    const bool websocket = route.websocket &&
+                           beast::iequals(req[http::field::upgrade], "websocket") &&
+                           http::token_list{req[http::field::connection]}.exists("upgrade");
     record.request_id =
         rewrite_request_headers(req, {peer_ip, client.tls ? "https" : "http"}, make_request_id());
     const auto& request_id = record.request_id;
@@ -152,6 +186,10 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         req.target(strip_path_prefix(req.target(), route.strip_prefix));
     req.version(11);
     req.keep_alive(true);
+    if (websocket) {
+        req.set(http::field::upgrade, "websocket");
+        req.set(http::field::connection, "Upgrade");
+    }
 
     const bool has_body = !parser.is_done();
     const bool idempotent = is_idempotent(req.method());
@@ -259,6 +297,14 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
             .count();
     auto& res = rp->get();
     record.status = res.result_int();
+    if (res.result_int() == 101) {
+        if (!websocket || !beast::iequals(res[http::field::upgrade], "websocket"))
+            co_return co_await fail(502, "upstream_error",
+                                    "upstream \"" + route.upstream +
+                                        "\" switched protocols without a WebSocket upgrade");
+        co_return co_await open_tunnel(w, rt, client, client_buffer, *up, res, request_id, route,
+                                       rate_limits);
+    }
     const bool upstream_keep_alive = res.keep_alive();
     rewrite_response_headers(res, request_id);
     if (rate_limits)
