@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test (unit, integration, format).
-#   ./test.sh              release build in build/
+#   ./test.sh              release build in build/, then a 5 s pass of each fuzz harness
 #   ./test.sh --sanitize   AddressSanitizer + UBSan build in build-sanitize/
 #   ./test.sh -R unit      extra arguments go to ctest
 set -euo pipefail
@@ -18,3 +18,9 @@ if [ "${1:-}" = "--sanitize" ]; then
 fi
 build "$dir" "${args[@]}"
 ctest --test-dir "$dir" --output-on-failure "$@"
+# A short libFuzzer pass (clang build in build-fuzz/) after a full release run; .ci/run fuzzes
+# longer on its own. RATEGATE_FUZZ_SECONDS=0 skips it.
+fuzz_seconds=${RATEGATE_FUZZ_SECONDS:-5}
+if [ "$dir" = build ] && [ $# -eq 0 ] && [ "$fuzz_seconds" != 0 ]; then
+    tests/fuzz/run.sh "$fuzz_seconds"
+fi

@@ -899,7 +899,8 @@ std::shared_ptr<const config> parse_config(const std::string& text, const std::s
         std::string what = e.what();
         auto pos = what.find("] ");
         throw config_errors(
-            file, {{"$", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2))}});
+            file,
+            {{"$", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2))}});
     }
     checker c;
     c.base_dir = std::filesystem::path(file).parent_path().string();

@@ -61,6 +61,8 @@ std::string check_header_block(std::string_view block) {
         auto eol = block.find("\r\n", pos);
         std::string_view line = block.substr(pos, eol - pos);
         pos = eol + 2;
+        // An empty first line would end the block before any field was checked.
+        if (line.empty() && first) return "empty request line";
         if (line.empty()) break;  // end of block
         for (char c : line) {
             if (c == '\r') return "bare CR in header";

@@ -22,9 +22,9 @@ header_end find_header_end(std::string_view data, std::size_t from);
 
 /// Validates a complete header block (request line + fields + CRLFCRLF).
 /// Returns an empty string when acceptable, else a short reason for the 400:
-/// bare CR or LF, NUL, obs-fold, whitespace before a colon, both Content-Length and
-/// Transfer-Encoding, an invalid or repeated Content-Length, a Transfer-Encoding not ending
-/// in chunked.
+/// an empty request line, bare CR or LF, NUL, obs-fold, whitespace before a colon, both
+/// Content-Length and Transfer-Encoding, an invalid or repeated Content-Length, a Transfer-Encoding
+/// not ending in chunked.
 std::string check_header_block(std::string_view block);
 
 }  // namespace rategate::gateway

@@ -10,6 +10,8 @@
 #include "config/config.hpp"
 #include "config/units.hpp"
 #include "gateway/access_log.hpp"
+#include "gateway/identity/jwt_verifier.hpp"
+#include "gateway/proxy/tls.hpp"
 #include "gateway/replay.hpp"
 #include "gateway/server.hpp"
 
@@ -49,6 +51,32 @@ std::string describe_route(const config::config& c, const config::route_config& 
 int run_check(const std::string& file) {
     try {
         auto cfg = config::load_config(file);
+        // What only OpenSSL can tell: the certificate pair and the token keys load.
+        std::vector<std::string> problems;
+        auto attempt = [&](const std::string& path, auto&& build) {
+            try {
+                build();
+            } catch (const std::exception& e) {
+                problems.push_back(file + ": " + path + e.what());
+            }
+        };
+        if (cfg->tls) attempt("", [&] { gateway::make_server_tls(*cfg->tls); });
+        for (const auto& [name, u] : cfg->upstreams)
+            if (u.tls)
+                attempt("upstreams." + name + ".", [&] { gateway::make_client_tls(*u.tls); });
+        if (const auto& j = cfg->identity.jwt)
+            attempt("identity.user.jwt: ", [&] {
+                gateway::identity::jwt_settings s;
+                s.algorithms = j->algorithms;
+                s.public_key_pems = j->public_key_pems;
+                s.hmac_secret = j->hmac_secret;
+                gateway::identity::jwt_verifier v(std::move(s));
+            });
+        if (!problems.empty()) {
+            for (const auto& p : problems)
+                std::cerr << p << "\n";
+            return 1;
+        }
         std::cout << file << ": OK (" << cfg->routes.size() << " routes, " << cfg->upstreams.size()
                   << " upstreams, " << cfg->limiters.size() << " limiters, "
                   << (cfg->redis

@@ -14,6 +14,7 @@
 #include "limiters/policy.hpp"
 #include "limiters/redis/connection.hpp"
 #include "limiters/redis_chain.hpp"
+#include "replay/trace.hpp"
 
 namespace rategate::gateway {
 
@@ -37,15 +38,6 @@ void append_number(std::string& out, double v) {
 
 void append_string(std::string& out, std::string_view s) {
     out += json(s).dump();
-}
-
-bool iequals_ascii(std::string_view a, std::string_view b) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        if (std::tolower(static_cast<unsigned char>(a[i])) !=
-            std::tolower(static_cast<unsigned char>(b[i])))
-            return false;
-    return true;
 }
 
 // The Redis backend for replay: one connection, clock "gateway" (the trace's time).
@@ -130,72 +122,31 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
     limiters::policy::request_keys keys;
     std::string line, buffer;
     buffer.reserve(1 << 20);
-    std::size_t line_no = 0;
-    double last_t = -INFINITY;
+    rategate::replay::trace_reader reader;
     try {
         while (std::getline(in, line)) {
-            ++line_no;
-            if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+            auto req = reader.next(line);
+            if (!req) continue;
             auto fail = [&](const std::string& why) {
-                throw std::runtime_error(trace_path + ":" + std::to_string(line_no) + ": " + why);
+                throw rategate::replay::trace_error(reader.line_no(), why);
             };
-            json j = json::parse(line, nullptr, false);
-            if (j.is_discarded() || !j.is_object()) fail("not a JSON object");
-            auto t_it = j.find("t_ms");
-            if (t_it == j.end() || !t_it->is_number()) fail("\"t_ms\" (number) is required");
-            double t_ms = t_it->get<double>();
-            if (t_ms < last_t) fail("\"t_ms\" goes backwards");
-            last_t = t_ms;
             int route = -1;
-            if (auto r = j.find("route"); r != j.end()) {
-                if (!r->is_string()) fail("\"route\" must be a string");
-                route = pol.route_index(r->get_ref<const std::string&>());
-                if (route < 0) fail("no route named \"" + r->get<std::string>() + "\"");
+            if (req->route) {
+                route = pol.route_index(*req->route);
+                if (route < 0) fail("no route named \"" + *req->route + "\"");
             } else {
-                auto get = [&](const char* k, const char* def) {
-                    auto it = j.find(k);
-                    if (it == j.end()) return std::string(def);
-                    if (!it->is_string()) fail(std::string("\"") + k + "\" must be a string");
-                    return it->get<std::string>();
-                };
-                auto path = get("path", "");
-                if (path.empty())
-                    fail("needs \"route\", or \"path\" (with optional \"method\", \"host\")");
-                const auto* rc = routes.match(get("method", "GET"), path, get("host", ""));
-                if (!rc) fail("no route matches " + path);
+                const auto* rc = routes.match(req->method, req->path, req->host);
+                if (!rc) fail("no route matches " + req->path);
                 route = static_cast<int>(rc - cfg.routes.data());
             }
             const auto& rc = cfg.routes[static_cast<std::size_t>(route)];
             std::optional<std::string_view> user;
-            std::string user_text, ip;
-            if (auto u = j.find("user"); u != j.end() && !u->is_null()) {
-                if (!u->is_string()) fail("\"user\" must be a string");
-                user_text = u->get<std::string>();
-                user = user_text;
-            }
-            if (auto i = j.find("ip"); i != j.end()) {
-                if (!i->is_string()) fail("\"ip\" must be a string");
-                ip = i->get<std::string>();
-            }
-            const json* headers = nullptr;
-            if (auto h = j.find("headers"); h != j.end()) {
-                if (!h->is_object()) fail("\"headers\" must be an object");
-                headers = &*h;
-            }
-            double cost = static_cast<double>(rc.cost);
-            if (auto c = j.find("cost"); c != j.end()) {
-                if (!c->is_number() || c->get<double>() <= 0)
-                    fail("\"cost\" must be a positive number");
-                cost = c->get<double>();
-            }
-            limiters::identity who{user, ip, nullptr};
-            if (headers)
-                who.header = [headers](std::string_view name) -> std::optional<std::string_view> {
-                    for (auto it = headers->begin(); it != headers->end(); ++it)
-                        if (iequals_ascii(it.key(), name) && it->is_string())
-                            return std::string_view(it->get_ref<const std::string&>());
-                    return std::nullopt;
-                };
+            if (req->user) user = *req->user;
+            double cost = req->cost.value_or(static_cast<double>(rc.cost));
+            double t_ms = req->t_ms;
+            limiters::identity who{user, req->ip, nullptr};
+            if (!req->headers.empty())
+                who.header = [&req](std::string_view name) { return req->header(name); };
             pol.keys_for(static_cast<std::size_t>(route), who, keys);
 
             auto& rcount = by_route[rc.name];
@@ -257,6 +208,11 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
                 buffer.clear();
             }
         }
+    } catch (const rategate::replay::trace_error& e) {
+        out << buffer;
+        out.flush();
+        err << trace_path << ":" << e.line_no() << ": " << e.reason() << "\n";
+        return 1;
     } catch (const std::exception& e) {
         out << buffer;
         out.flush();

@@ -65,6 +65,24 @@ reply convert(const redisReply* r) {
     return out;
 }
 
+// hiredis 0.14 allocates an array's element table as soon as it reads the header, so a corrupt
+// "*2000000000" would reserve gigabytes: refuse more elements than any reply of ours carries.
+// A null object is the reader's out-of-memory error, so consume() reports protocol_error.
+constexpr int max_array_elements = 1 << 20;
+
+redisReplyObjectFunctions* bounded_functions(const redisReplyObjectFunctions* defaults) {
+    static void* (*const create_array)(const redisReadTask*, int) = defaults->createArray;
+    static redisReplyObjectFunctions functions = [&] {
+        auto f = *defaults;
+        f.createArray = [](const redisReadTask* task, int elements) -> void* {
+            if (elements < 0 || elements > max_array_elements) return nullptr;
+            return create_array(task, elements);
+        };
+        return f;
+    }();
+    return &functions;
+}
+
 template <class Deque>
 typename Deque::iterator find_entry(Deque& d, multiplexer::handle h) {
     auto it = std::lower_bound(d.begin(), d.end(), h,
@@ -96,6 +114,7 @@ void multiplexer::reset_reader() {
     if (reader_) redisReaderFree(reader_);
     reader_ = redisReaderCreate();
     if (!reader_) throw std::bad_alloc();
+    reader_->fn = bounded_functions(reader_->fn);
 }
 
 multiplexer::handle multiplexer::push(std::string encoded, reply_sink* sink, std::size_t replies,

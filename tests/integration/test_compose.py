@@ -32,8 +32,11 @@ class Compose(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
         doc = load_compose()
         services = doc["services"]
-        self.assertEqual(set(services), {"redis", "rategate", "upstream1", "upstream2"})
+        self.assertEqual(set(services), {"redis", "rategate", "rategate-tls", "devcert", "upstream1",
+                                         "upstream2"})
         for name, svc in services.items():
+            if name == "devcert":
+                continue  # a one-shot job, not a service
             self.assertIn("healthcheck", svc, name)
             self.assertIn("test", svc["healthcheck"], name)
         gw = services["rategate"]
@@ -58,3 +61,35 @@ class Compose(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertIn("redis redis:6379", p.stdout)
         self.assertIn("upstream1:9001", p.stdout)
+
+
+class ComposeTls(unittest.TestCase):
+    def test_tls_gateway_serves_the_generated_development_certificate(self):
+        import shutil
+        import tempfile
+        if not shutil.which("openssl"):
+            self.skipTest("openssl missing")
+        doc = load_compose()
+        gw = doc["services"]["rategate-tls"]
+        self.assertIn("8443:8443", gw["ports"])
+        self.assertEqual(gw["depends_on"]["devcert"]["condition"], "service_completed_successfully")
+        # Run the devcert job's own command into a temporary /certs, then check the TLS config
+        # with its certificate paths pointed there.
+        certs = tempfile.mkdtemp(prefix="rategate-devcert-")
+        try:
+            script = doc["services"]["devcert"]["command"][0].replace("/certs", certs)
+            subprocess.run(["sh", "-c", script], check=True, capture_output=True, timeout=60)
+            cmd = gw["command"]
+            mounted = os.path.join(ROOT, "config", os.path.basename(cmd[cmd.index("--config") + 1]))
+            with open(mounted) as f:
+                cfg = json.load(f)
+            self.assertEqual(cfg["tls"], {"cert": "/certs/dev.pem", "key": "/certs/dev.key"})
+            cfg["tls"] = {"cert": os.path.join(certs, "dev.pem"), "key": os.path.join(certs, "dev.key")}
+            local = os.path.join(certs, "docker-tls.json")
+            with open(local, "w") as f:
+                json.dump(cfg, f)
+            p = subprocess.run([binary("rategate"), "check", "--config", local], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+        finally:
+            shutil.rmtree(certs, ignore_errors=True)

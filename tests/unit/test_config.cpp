@@ -194,6 +194,12 @@ TEST_CASE("invalid JSON names the line") {
     CHECK(e.find("f.json: $: invalid JSON at line 3") != std::string::npos);
 }
 
+TEST_CASE("a number too large for a double is a config error, not a stray json exception") {
+    // Found by tests/fuzz/fuzz_config: nlohmann::json throws out_of_range, not parse_error.
+    CHECK(errors_of(R"({"listen": "127.0.0.1:8080", "threads": 8E8888888})") ==
+          "f.json: $: invalid JSON: number overflow parsing '8E8888888'\n");
+}
+
 TEST_CASE("missing required sections are reported together") {
     auto e = errors_of("{}");
     CHECK(e ==

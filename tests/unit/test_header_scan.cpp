@@ -47,3 +47,11 @@ TEST_CASE("smuggling and malformed headers are refused with a reason") {
     CHECK(check_header_block("GET / HTTP/1.1\r\n: novalue\r\n\r\n") ==
           "header line without a field name");
 }
+
+TEST_CASE("a block opening with an empty line is refused, not waved through unchecked") {
+    // Found by tests/fuzz/fuzz_header_scan: the empty first line ended the scan at once.
+    CHECK(check_header_block("\r\nT / HTTP/1.1\r\nHost : x\r\n\r\n") == "empty request line");
+    CHECK(check_header_block(
+              "\r\nPOST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n") ==
+          "empty request line");
+}

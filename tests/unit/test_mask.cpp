@@ -2,8 +2,8 @@
 
 #include "config/mask.hpp"
 
-using rategate::config::mask_secrets;
 using nlohmann::json;
+using rategate::config::mask_secrets;
 
 TEST_CASE("secrets are masked wherever they stand, URLs included") {
     json doc = {
@@ -12,8 +12,9 @@ TEST_CASE("secrets are masked wherever they stand, URLs included") {
           {"password", "plain"},
           {"sentinel", {{"nodes", {"a:1"}}, {"password", "s3"}}}}},
         {"identity", {{"user", {{"jwt", {{"hmac_secret_env", "JWT_SECRET"}}}}}}},
-        {"other", {"redis://user:pw@h:1/0", "redis://user@h:1/0", "http://x.example/a@b",
-                   "weird://a:b@c d"}},
+        {"other",
+         {"redis://user:pw@h:1/0", "redis://user@h:1/0", "http://x.example/a@b",
+          "weird://a:b@c d"}},
     };
     auto m = mask_secrets(doc);
     auto text = m.dump();

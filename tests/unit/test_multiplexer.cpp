@@ -162,3 +162,25 @@ TEST_CASE("the oldest written command is tracked for the watchdog") {
     m.commit_write(t);
     CHECK(m.oldest_written() == t);
 }
+
+TEST_CASE("an absurd array length is a protocol error, not a multi-gigabyte allocation") {
+    // Found by tests/fuzz/fuzz_resp: hiredis allocates the element table on the header alone.
+    multiplexer m;
+    sink a;
+    m.push("x", &a);
+    m.prepare_write();
+    m.commit_write(now());
+    std::string wire = "*1\r\n*1962335880\r\n";
+    CHECK(m.consume(wire.data(), wire.size()) == client_error::protocol_error);
+    CHECK(a.got.empty());
+    m.fail_all(client_error::connection_lost);
+    // Within the bound, arrays still parse.
+    sink b;
+    m.push("y", &b);
+    m.prepare_write();
+    m.commit_write(now());
+    std::string ok = "*2\r\n:1\r\n*0\r\n";
+    REQUIRE_FALSE(m.consume(ok.data(), ok.size()));
+    REQUIRE(b.got.size() == 1);
+    CHECK(b.got[0].second.elements.size() == 2);
+}
