@@ -22,6 +22,9 @@ parser.add_argument("-w", "--warmup", type=int, default=2)
 parser.add_argument("--path", default="/api/items")
 parser.add_argument("--access-log", action="store_true",
                     help="also run rategate with the access log on (text, to a file)")
+parser.add_argument("--tls", action="store_true",
+                    help="also HTTPS: nginx and rategate terminating TLS with the same certificate, "
+                         "keep-alive and one handshake per request (Connection: close)")
 parser.add_argument("--limits", action="store_true",
                     help="also run rategate with a 4-layer chain on Redis and nginx with limit_req zones")
 args = parser.parse_args()
@@ -166,6 +169,31 @@ if args.limits:
            proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; } }"""
                                                 % (up_port, lport)))
 
+# name -> scheme and extra wrk arguments; plain HTTP keep-alive unless listed.
+variants = {}
+if args.tls:
+    cert, key = os.path.join(work, "bench.pem"), os.path.join(work, "bench.key")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=localhost"],
+                   check=True, capture_output=True)
+    nport, rport = free_port(), free_port()
+    targets["nginx-https"] = (nport, nginx("nginx-https", """upstream backend { server 127.0.0.1:%d; keepalive 64; }
+  server { listen 127.0.0.1:%d ssl; ssl_certificate %s; ssl_certificate_key %s;
+           ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache off; ssl_session_tickets off;
+           location / { proxy_pass http://backend; proxy_http_version 1.1;
+           proxy_set_header Connection ""; } }""" % (up_port, nport, cert, key)))
+    tls_cfg = os.path.join(work, "tls.json")
+    with open(tls_cfg, "w") as f:
+        json.dump({"tls": {"cert": cert, "key": key},
+                   "routes": [{"name": "bench", "match": {"path_prefix": "/"}, "upstream": "bench"}]}, f)
+    targets["rategate-https"] = (rport, rategate("rategate-https", rport, tls_cfg))
+    # The same two servers again with a full handshake per request: the TLS handshake cost.
+    targets["nginx-https-handshake"] = targets["nginx-https"]
+    targets["rategate-https-handshake"] = targets["rategate-https"]
+    for n in ("nginx-https", "rategate-https"):
+        variants[n] = ("https", [])
+        variants[n + "-handshake"] = ("https", ["close"])
+
 for port, _ in targets.values():
     wait_port(port)
 
@@ -187,10 +215,12 @@ def ms(text):
     return {"us": v / 1000, "ms": v, "s": v * 1000, "m": v * 60000}[m.group(2)]
 
 
-def wrk(port, duration):
+def wrk(port, duration, name=""):
+    scheme, extra = variants.get(name, ("http", []))
+    env = dict(os.environ, CONNECTION_CLOSE="1" if "close" in extra else "0")
     out = subprocess.run(["wrk", "-t1", "-c%d" % args.connections, "-d%ds" % duration, "--latency",
                           "-s", os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk-users.lua"),
-                          "http://127.0.0.1:%d%s" % (port, args.path)],
+                          "%s://127.0.0.1:%d%s" % (scheme, port, args.path)], env=env,
                          capture_output=True, text=True).stdout
     if "Latency Distribution" not in out:
         raise SystemExit("wrk failed against port %d:\n%s" % (port, out))
@@ -205,7 +235,7 @@ def wrk(port, duration):
 
 try:
     for name, (port, _) in targets.items():
-        wrk(port, args.warmup)
+        wrk(port, args.warmup, name)
     samples = {n: [] for n in targets}
     for r in range(args.rounds):
         order = list(targets)
@@ -215,7 +245,7 @@ try:
             cpu0 = tree_cpu_seconds(proc.pid)
             rcpu0 = tree_cpu_seconds(redis_proc.pid) if redis_proc else 0
             calls0 = evalsha_calls()
-            rps, p50, p99, total, non2xx = wrk(port, args.duration)
+            rps, p50, p99, total, non2xx = wrk(port, args.duration, name)
             cpu = tree_cpu_seconds(proc.pid) - cpu0
             rcpu = (tree_cpu_seconds(redis_proc.pid) - rcpu0) if redis_proc else 0
             calls = evalsha_calls() - calls0
@@ -241,6 +271,12 @@ try:
               "rategate-4-layer/nginx-proxy = %.2f" % (1 / max(m["calls"], 1e-9),
                                                       m["rps"] / med["nginx-limit-req"]["rps"],
                                                       m["rps"] / med["nginx-proxy"]["rps"]))
+    if "rategate-https" in med:
+        print()
+        for kind in ("https", "https-handshake"):
+            r, n = med["rategate-" + kind], med["nginx-" + kind]
+            print("rategate-%s/nginx-%s = %.2f (%.0f vs %.0f req/s; CPU %.1f vs %.1f us/req)" % (
+                kind, kind, r["rps"] / n["rps"], r["rps"], n["rps"], r["cpu_us"], n["cpu_us"]))
     print()
     print("rategate/nginx-proxy = %.2f, rategate/direct = %.2f (medians of %d rounds, wrk -t1 -c%d -d%ds)" % (
         med["rategate"]["rps"] / med["nginx-proxy"]["rps"], med["rategate"]["rps"] / med["direct"]["rps"],

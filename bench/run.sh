@@ -5,11 +5,13 @@
 #   rategate    wrk -> rategate (1 thread, no limiters) -> upstream
 # With --limits also: rategate-4-layer (global, route, user over 1,000 users, ip on Redis) and
 # nginx-limit-req (the same four keys as local limit_req zones), limits far above the load.
-# Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS] [--limits]
+# With --tls also: nginx-https and rategate-https (same certificate), keep-alive and with one
+# TLS handshake per request (Connection: close).
+# Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS] [--limits] [--tls]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/setup.sh
 install_deps
-install_packages wrk nginx-light
+install_packages wrk nginx-light openssl
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 exec python3 bench/proxy_bench.py --build-dir build "$@"
