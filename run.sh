@@ -59,7 +59,9 @@ curl -s -i -H 'X-User-Id: bob' -H 'X-Forwarded-For: 203.0.113.20' http://localho
 echo "==> no user id: per-user has on_missing_key deny"
 curl -s -w ' (%{http_code})\n' http://localhost:8080/api/orders/1
 echo
-echo "rategate is serving on http://localhost:8080 (upstreams :9001 and :9002). Try:"
+echo "rategate is serving on http://localhost:8080 (upstreams :9001 and :9002)."
+echo "Dashboard: http://localhost:9901/ (live charts; keys limited most at /top, metrics at /metrics)"
+echo "Try:"
 echo "  curl -i -H 'X-User-Id: carol' localhost:8080/api/orders/1"
 echo "  curl -i -X POST -H 'X-User-Id: carol' --data 'hello' localhost:8080/api/orders"
 echo "  curl -i localhost:8080/public/anything"
