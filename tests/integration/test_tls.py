@@ -131,14 +131,21 @@ class Https(GatewayTest):
 
     def test_python_keep_alive_alpn_and_429(self):
         self.start()
+        for version, user in ((ssl.TLSVersion.TLSv1_3, "u13"), (ssl.TLSVersion.TLSv1_2, "u12")):
+            self.keep_alive_alpn_and_429(version, user)
+
+    def keep_alive_alpn_and_429(self, version, user):
+        ctx = self.client_context()
+        ctx.minimum_version = ctx.maximum_version = version
         with socket.create_connection(("127.0.0.1", self.gw.port)) as raw:
-            with self.client_context().wrap_socket(raw, server_hostname="localhost") as s:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as s:
                 self.assertEqual(s.selected_alpn_protocol(), "http/1.1")
-                self.assertIn(s.version(), ("TLSv1.3", "TLSv1.2"))
+                self.assertEqual(s.version(), {ssl.TLSVersion.TLSv1_3: "TLSv1.3",
+                                               ssl.TLSVersion.TLSv1_2: "TLSv1.2"}[version])
                 f = s.makefile("rb")
                 statuses = []
                 for _ in range(3):
-                    s.sendall(b"GET /lim HTTP/1.1\r\nHost: localhost\r\nX-User-Id: u\r\n\r\n")
+                    s.sendall(b"GET /lim HTTP/1.1\r\nHost: localhost\r\nX-User-Id: %s\r\n\r\n" % user.encode())
                     line = f.readline()
                     statuses.append(int(line.split()[1]))
                     length = 0
