@@ -16,7 +16,8 @@ namespace rategate::limiters {
 std::string_view chain_script();
 
 /// Builds KEYS and ARGV for one call deciding `requests` (each a chain and a cost) in order.
-/// `now_us` < 0 means "use Redis TIME" (clock "redis").
+/// `now_us` < 0 means "use Redis TIME" (clock "redis"). ARGV is the time and three packed
+/// binary strings (specs, costs, layers; layout in limiters/lua/90_chain.lua).
 struct chain_batch {
     std::vector<std::string> keys;
     std::vector<std::string> args;
@@ -25,7 +26,8 @@ struct chain_batch {
 chain_batch encode_batch(
     const std::vector<std::pair<const std::vector<layer_ref>*, double>>& requests, double now_us);
 
-/// Decodes the script's reply (9 integers per request). Returns false on a malformed reply.
+/// Decodes the script's reply (9 packed doubles per request, truncated to integers as an
+/// integer reply would be). Returns false on a malformed reply.
 bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out);
 
 }  // namespace rategate::limiters

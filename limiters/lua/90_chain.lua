@@ -1,168 +1,217 @@
 -- The chain entry point: decides N >= 1 requests in arrival order, each all-or-nothing over
 -- its layers (every layer decides first; state is written only when every enforced layer
 -- admits; shadow layers never block and consume only when the request is admitted and they
--- would admit it). Each key is read once and written once per call.
+-- would admit it). Each key is read once per call and written once (logs: one ZADD per
+-- admitted request).
 --
 -- KEYS: every distinct layer key of the batch.
--- ARGV: now_us ("" = Redis TIME), spec count, per spec: algorithm, shadow (0/1), delay_us,
---       rule count, 4 numbers per rule; request count, per request: cost, layer count,
---       then (key index, spec index) per layer (1-based).
--- Returns 9 integers per request: allowed, deciding layer (0-based, -1 none), wait_us,
---       retry_us, header layer (0-based, -1 none), remaining, reset_us, rule, shadow mask.
-local now
-if ARGV[1] == '' then
-  local tm = redis.call('TIME')
-  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-else
-  now = tonumber(ARGV[1])
+-- ARGV[1]: now_us ("" = Redis TIME). The other three are packed (struct, native order):
+-- ARGV[2]: doubles, per spec: algorithm, shadow (0/1), delay_us, rule count, 4 numbers per rule.
+-- ARGV[3]: doubles, one cost per request.
+-- ARGV[4]: uint16, per request: layer count, then (key index, spec index) per layer (1-based).
+-- Returns one string of 9 packed doubles per request (the client truncates them to integers):
+--       allowed, deciding layer (0-based, -1 none), wait_us, retry_us, header layer (0-based,
+--       -1 none), remaining, reset_us, rule, shadow mask.
+--
+-- State strings are packed doubles: the rules' state, then the key's physical expiry on the
+-- Redis clock (µs) and its logical expiry on the limiter clock. A write keeps the key's TTL
+-- (SET KEEPTTL) unless the key is new or its TTL would end before the state's life does.
+local tm = redis.call('TIME')
+local rnow = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+local now = rnow
+if ARGV[1] ~= '' then now = tonumber(ARGV[1]) end
+
+-- Unpacks a string of `width`-byte `code` values into an array (in chunks: the Lua stack).
+local FMT = {}
+local function unpack_all(code, width, s)
+  local n = #s / width
+  if n <= 4000 then return {unpack_struct(string.rep(code, n), s)} end
+  local out, pos = {}, 1
+  while #out < n do
+    local k = min(4000, n - #out)
+    local chunk = {unpack_struct(string.rep(code, k), s, pos)}
+    pos = chunk[k + 1]
+    for j = 1, k do out[#out + 1] = chunk[j] end
+  end
+  return out
 end
+
 local specs = {}
-local i = 3
-for s = 1, tonumber(ARGV[2]) do
-  local spec = {algo = tonumber(ARGV[i]), shadow = ARGV[i + 1] == '1', delay = tonumber(ARGV[i + 2]), rules = {}}
-  local nrules = tonumber(ARGV[i + 3])
-  i = i + 4
-  for r = 1, nrules do
-    spec.rules[r] = {tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])}
+do
+  local a = unpack_all('d', 8, ARGV[2])
+  local i, n = 1, #ARGV[2] / 8
+  while i <= n do
+    local spec = {algo = a[i], shadow = a[i + 1] == 1, delay = a[i + 2], rules = {}}
+    local nrules = a[i + 3]
     i = i + 4
-  end
-  spec.longest = 0
-  for _, r in ipairs(spec.rules) do spec.longest = max(spec.longest, r[2]) end
-  -- Per-spec constants, computed once per call rather than once per decision.
-  if spec.algo ~= 2 then
-    spec.fn = A[spec.algo]
-    spec.sizes = {}
-    spec.total = 0
-    for r, p in ipairs(spec.rules) do
-      spec.sizes[r] = SIZE[spec.algo](p)
-      spec.total = spec.total + spec.sizes[r]
+    local longest = 0
+    for r = 1, nrules do
+      spec.rules[r] = {a[i], a[i + 1], a[i + 2], a[i + 3]}
+      longest = max(longest, a[i + 1])
+      i = i + 4
     end
-    spec.delay_in_force = spec.delay
-    if spec.shadow then spec.delay_in_force = 0 end
+    spec.longest = longest
+    -- Per-spec constants, computed once per call rather than once per decision.
+    if spec.algo ~= 2 then
+      spec.fn = A[spec.algo]
+      spec.sizes = {}
+      local total = 0
+      for r, p in ipairs(spec.rules) do
+        spec.sizes[r] = SIZE[spec.algo](p)
+        total = total + spec.sizes[r]
+      end
+      spec.total = total
+      spec.delay_in_force = spec.delay
+      if spec.shadow then spec.delay_in_force = 0 end
+    end
+    specs[#specs + 1] = spec
   end
-  specs[s] = spec
 end
-local nreq = tonumber(ARGV[i])
-i = i + 1
-local requests = {}
-local key_algo = {}
-for r = 1, nreq do
-  local req = {cost = tonumber(ARGV[i]), layers = {}}
-  local nl = tonumber(ARGV[i + 1])
-  i = i + 2
-  for l = 1, nl do
-    local ki, si = tonumber(ARGV[i]), tonumber(ARGV[i + 1])
-    req.layers[l] = {ki, si}
-    key_algo[ki] = specs[si].algo
-    i = i + 2
-  end
-  requests[r] = req
-end
+local costs = unpack_all('d', 8, ARGV[3])
+local nreq = #ARGV[3] / 8
+local lay = unpack_all('H', 2, ARGV[4])
 
--- Load: one MGET for every state string, one ZRANGE per log.
-local state = {}
-local plain = {}
-for ki, algo in pairs(key_algo) do
-  if algo == 2 then
-    local raw = redis.call('ZRANGE', KEYS[ki], 0, -1, 'WITHSCORES')
-    local log = {}
-    local seq = 0
-    for j = 1, #raw, 2 do
-      local permits, n = string.match(raw[j], '^[^:]*:([^:]*):(%d+)$')
-      log[#log + 1] = {tonumber(raw[j + 1]), tonumber(permits)}
-      seq = max(seq, tonumber(n))
+-- Which keys hold logs, which hold state strings.
+local is_log = {}
+do
+  local i = 1
+  for r = 1, nreq do
+    local nl = lay[i]
+    for l = 1, nl do
+      local ki, si = lay[i + 2 * l - 1], lay[i + 2 * l]
+      is_log[ki] = specs[si].algo == 2
     end
-    state[ki] = {log = log, added = {}, seq = seq}
-  else
-    plain[#plain + 1] = ki
-  end
-end
-if #plain > 0 then
-  local names = {}
-  for j, ki in ipairs(plain) do names[j] = KEYS[ki] end
-  local raw = redis.call('MGET', unpack(names))
-  for j, ki in ipairs(plain) do
-    local values = nil
-    if raw[j] and #raw[j] % 8 == 0 and #raw[j] > 0 then
-      -- State is packed binary doubles (struct): exact, and cheaper than text both ways.
-      values = {struct.unpack(string.rep('d', #raw[j] / 8), raw[j])}
-      values[#values] = nil  -- unpack's trailing "next position"
-      -- The last number is the expiry on the limiter clock: expiry is logical, so decisions
-      -- never depend on when Redis actually evicts the key.
-      local expires = table.remove(values)
-      if expires == nil or expires <= now then values = nil end
-    end
-    state[ki] = {values = values}
+    i = i + 1 + 2 * nl
   end
 end
 
-local function evaluate(spec, st, cost)
-  if spec.algo == 2 then
-    local v, t = log_eval(spec, st.log, now, cost)
-    return v, t, (t - now) + spec.longest + 1000
+-- Load: one MGET for every state string, the newest entry of every log.
+-- S[ki]: state numbers (false = none), SN[ki]: how many, PH[ki]: physical expiry (Redis µs).
+local S, SN, PH, LOG = {}, {}, {}, {}
+do
+  local names, plain = {}, {}
+  for ki = 1, #KEYS do
+    if is_log[ki] then
+      LOG[ki] = log_load(KEYS[ki])
+    elseif is_log[ki] == false then
+      plain[#plain + 1] = ki
+      names[#names + 1] = KEYS[ki]
+    end
   end
-  local values = st.values
-  if values ~= nil and #values ~= spec.total then values = nil end
-  local out = {}
+  if #plain > 0 then
+    local raw = redis.call('MGET', unpack(names))
+    for j = 1, #plain do
+      local ki, v = plain[j], raw[j]
+      S[ki], SN[ki], PH[ki] = false, 0, 0
+      if v then
+        local n = #v / 8
+        if n >= 3 and n == floor(n) then
+          local f = FMT[n]
+          if not f then
+            f = string.rep('d', n)
+            FMT[n] = f
+          end
+          local values = {unpack_struct(f, v)}
+          -- The last number is the expiry on the limiter clock: expiry is logical, so
+          -- decisions never depend on when Redis actually evicts the key.
+          if values[n] > now then
+            S[ki], SN[ki], PH[ki] = values, n, values[n - 1]
+          end
+        end
+      end
+    end
+  end
+end
+
+-- Per layer position of the current request: the verdict (reused, no table per decision).
+local VA, VR, VW, VT, VM, VS, VU, VL, VX = {}, {}, {}, {}, {}, {}, {}, {}, {}
+local SCR = {}  -- scratch state tables; a committed one becomes the key's, the key's old one scratch
+
+-- Decides one request of `cost` for the plain (non-log) layer at position l.
+local function eval_plain(spec, ki, cost, l)
+  local total = spec.total
+  local st = nil
+  if SN[ki] == total + 2 then st = S[ki] else PH[ki] = 0 end
+  local out = SCR[l]
+  if not out then
+    out = {}
+    SCR[l] = out
+  end
   local delay = spec.delay_in_force
-  local v = new_verdict()
-  local ttl = 0
-  local off = 0
-  local fn, sizes = spec.fn, spec.sizes
-  for r, p in ipairs(spec.rules) do
-    local ok, res, w, rt, rem, rs, tl = fn(p, values, off, now, cost, delay, out)
+  local allowed, reserved, wait, retry, remaining, reset, rule = true, false, 0, 0, 0, 0, 0
+  local best, worst, ttl, off = huge, -1, 0, 0
+  local fn, sizes, rules = spec.fn, spec.sizes, spec.rules
+  for r = 1, #rules do
+    local ok, res, w, rt, rem, rs, tl = fn(rules[r], st, off, now, cost, delay, out)
     off = off + sizes[r]
     ttl = max(ttl, tl)
     if ok and res then
-      v.reserved = true
-      v.wait = max(v.wait, w)
+      reserved = true
+      wait = max(wait, w)
     end
-    fold(v, r - 1, ok, rt, rem, rs)
+    -- fold(): the rejecting rule with the longest retry, else the fewest permits left.
+    if not ok then
+      allowed = false
+      if rt > worst then
+        worst = rt
+        retry, rule, remaining, reset = rt, r - 1, rem, rs
+      end
+    elseif worst < 0 and rem < best then
+      best = rem
+      rule, remaining, reset = r - 1, rem, rs
+    end
   end
-  if not v.allowed then
-    v.reserved = false
-    if delay > 0 and v.retry <= delay then v.wait = v.retry else v.wait = 0 end
+  if not allowed then
+    reserved = false
+    if delay > 0 and retry <= delay then wait = retry else wait = 0 end
   end
-  return v, out, ttl
+  VA[l], VR[l], VW[l], VT[l], VM[l], VS[l], VU[l], VL[l] = allowed, reserved, wait, retry, remaining, reset, rule, ttl
 end
 
 local result = {}
-local dirty = {}
-for _, req in ipairs(requests) do
-  local verdicts, nexts, ttls = {}, {}, {}
-  for l, layer in ipairs(req.layers) do
-    verdicts[l], nexts[l], ttls[l] = evaluate(specs[layer[2]], state[layer[1]], req.cost)
+local dirty, DT, EXP = {}, {}, {}  -- keys to write, in first-write order; their TTL and expiry
+local i = 1
+for r = 1, nreq do
+  local cost, nl = costs[r], lay[i]
+  for l = 1, nl do
+    local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
+    if spec.algo == 2 then
+      local a, w, rt, rem, rs, ru, t = log_eval(spec, LOG[ki], now, cost)
+      VA[l], VR[l], VW[l], VT[l], VM[l], VS[l], VU[l], VX[l] = a, false, w, rt, rem, rs, ru, t
+      VL[l] = (t - now) + spec.longest + 1000
+    else
+      eval_plain(spec, ki, cost, l)
+    end
   end
   local allowed, decider, wait, retry, all_wait = true, -1, 0, 0, true
   local shadow_mask = 0
-  for l, layer in ipairs(req.layers) do
-    local v = verdicts[l]
-    if specs[layer[2]].shadow then
-      if not v.allowed then shadow_mask = shadow_mask + 2 ^ (l - 1) end
-    elseif not v.allowed then
+  for l = 1, nl do
+    if specs[lay[i + 2 * l]].shadow then
+      if not VA[l] then shadow_mask = shadow_mask + 2 ^ (l - 1) end
+    elseif not VA[l] then
       if allowed then decider = l - 1 end
       allowed = false
-      retry = max(retry, v.retry)
-      if v.wait > 0 then wait = max(wait, v.wait) else all_wait = false end
+      retry = max(retry, VT[l])
+      if VW[l] > 0 then wait = max(wait, VW[l]) else all_wait = false end
     end
   end
   if allowed then
     wait = 0
-    for l, layer in ipairs(req.layers) do
-      local v = verdicts[l]
-      if v.allowed then
-        local ki, spec = layer[1], specs[layer[2]]
-        if not spec.shadow and v.reserved then wait = max(wait, v.wait) end
+    for l = 1, nl do
+      if VA[l] then
+        local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
+        if not spec.shadow and VR[l] then wait = max(wait, VW[l]) end
         if spec.algo == 2 then
-          local st = state[ki]
-          st.log[#st.log + 1] = {nexts[l], req.cost}
-          st.added[#st.added + 1] = {nexts[l], req.cost}
-          st.trim = nexts[l] - spec.longest
+          log_append(LOG[ki], VX[l], cost, spec.longest)
         else
-          state[ki].values = nexts[l]
-          state[ki].expires = now + ttls[l]
+          -- The scratch table becomes the key's state; the old state table the scratch.
+          local old = S[ki]
+          S[ki], SN[ki] = SCR[l], spec.total + 2
+          SCR[l] = old or nil
+          EXP[ki] = now + VL[l]
         end
-        dirty[ki] = ttls[l]
+        if not DT[ki] then dirty[#dirty + 1] = ki end
+        DT[ki] = VL[l]
       end
     end
   elseif not all_wait then
@@ -172,46 +221,46 @@ for _, req in ipairs(requests) do
   if not allowed then
     header = decider
   else
-    local best = math.huge
-    for l, layer in ipairs(req.layers) do
-      if not specs[layer[2]].shadow and verdicts[l].remaining < best then
-        best = verdicts[l].remaining
+    local best = huge
+    for l = 1, nl do
+      if not specs[lay[i + 2 * l]].shadow and VM[l] < best then
+        best = VM[l]
         header = l - 1
       end
     end
   end
-  local hv = {remaining = 0, reset = 0, rule = 0}
-  if header >= 0 then hv = verdicts[header + 1] end
-  local n = #result
-  result[n + 1] = allowed and 1 or 0
-  result[n + 2] = decider
-  result[n + 3] = wait
-  result[n + 4] = retry
-  result[n + 5] = header
-  result[n + 6] = hv.remaining
-  result[n + 7] = hv.reset
-  result[n + 8] = hv.rule
-  result[n + 9] = shadow_mask
+  local rem, rs, ru = 0, 0, 0
+  if header >= 0 then rem, rs, ru = VM[header + 1], VS[header + 1], VU[header + 1] end
+  result[r] = pack('ddddddddd', allowed and 1 or 0, decider, wait, retry, header, rem, rs, ru, shadow_mask)
+  i = i + 1 + 2 * nl
 end
 
--- Write: one SET (or one ZADD batch) per changed key, with its TTL.
-for ki, ttl in pairs(dirty) do
-  local px = max(1, ceil(ttl / 1000))
-  local st = state[ki]
-  if st.log then
-    redis.call('ZREMRANGEBYSCORE', KEYS[ki], '-inf', string.format('%.17g', st.trim))
-    local args = {}
-    for j, e in ipairs(st.added) do
-      -- Members stay unique: the sequence continues from the highest one stored.
-      args[#args + 1] = string.format('%.17g', e[1])
-      args[#args + 1] = string.format('%.17g:%.17g:%d', e[1], e[2], st.seq + j)
-    end
-    redis.call('ZADD', KEYS[ki], unpack(args))
-    redis.call('PEXPIRE', KEYS[ki], px)
+-- Write: one SET per changed state (KEEPTTL while the key's TTL outlives the state), one
+-- trim and PEXPIRE per changed log.
+for j = 1, #dirty do
+  local ki = dirty[j]
+  local ttl = DT[ki]
+  -- A TTL (ms) with slack, so that a busy key moves it rarely.
+  local px = ceil((ttl + max(ttl / 2, 1000000)) / 1000)
+  if LOG[ki] then
+    log_flush(LOG[ki], px)
   else
-    local values = st.values
-    values[#values + 1] = st.expires
-    redis.call('SET', KEYS[ki], struct.pack(string.rep('d', #values), unpack(values)), 'PX', px)
+    local st, n = S[ki], SN[ki]
+    st[n] = EXP[ki]
+    local f = FMT[n]
+    if not f then
+      f = string.rep('d', n)
+      FMT[n] = f
+    end
+    -- 5 ms of margin for Redis' millisecond expiry and the script's own run time.
+    if PH[ki] > 0 and rnow + ttl + 5000 <= PH[ki] then
+      st[n - 1] = PH[ki]
+      redis.call('SET', KEYS[ki], pack(f, unpack(st, 1, n)), 'KEEPTTL')
+    else
+      -- New, or its TTL must move.
+      st[n - 1] = rnow + px * 1000
+      redis.call('SET', KEYS[ki], pack(f, unpack(st, 1, n)), 'PX', px)
+    end
   end
 end
-return result
+return table.concat(result)

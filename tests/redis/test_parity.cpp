@@ -8,8 +8,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
+#include <cstring>
+#include <map>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "limiters/keys.hpp"
 #include "limiters/redis/connection.hpp"
@@ -246,4 +249,98 @@ TEST_CASE("clock redis: the script reads TIME when no time is passed") {
     CHECK_FALSE(c.allowed);
     CHECK(c.retry_us > 0);
     CHECK(c.retry_us <= 3600 * s);
+}
+
+TEST_CASE("parity: sliding_window_log at limit 10,000 and exactly at its limit, in batches") {
+    redis_fixture redis;
+    for (double limit : {10.0, 10'000.0}) {
+        CAPTURE(limit);
+        layer_spec log{algorithm::sliding_window_log,
+                       {{limit, 1 * s, 0, 0}, {limit * 1.2, 3 * s, 0, 0}},
+                       false,
+                       0};
+        layer_spec delayed{algorithm::sliding_window_log, {{limit, 1 * s, 0, 0}}, false, 300 * ms};
+        std::string prefix = "swl" + std::to_string(static_cast<long long>(limit)) + ":";
+        std::vector<std::vector<layer_ref>> chains;
+        for (int k = 0; k < 4; ++k)
+            chains.push_back({{prefix + std::to_string(k), k % 2 ? &delayed : &log}});
+        local_store twin;
+        std::mt19937_64 rng(static_cast<unsigned>(limit) + 17);
+        double now = epoch;
+        int mismatches = 0, allowed = 0, decisions = 0;
+        // Fill to the limit in batches of 64 at one time (many entries share a score), then
+        // arrive at about twice the limit with costs that land exactly on it.
+        // 16 requests per key and call: the fill takes limit / 16 calls 1 ms apart.
+        const double step = std::floor(1 * s * 16 / (2 * limit));
+        const int fill = static_cast<int>(limit / 16);
+        for (int call = 0; call < fill + 600; ++call) {
+            now += call < fill ? 1000 : step * static_cast<double>(rng() % 3);
+            if (rng() % 100 == 0) now -= 20 * ms;  // the clock steps back
+            std::vector<std::pair<const std::vector<layer_ref>*, double>> batch;
+            for (int i = 0; i < 64; ++i)
+                batch.push_back({&chains[rng() % chains.size()],
+                                 rng() % 10 == 0 ? static_cast<double>(1 + rng() % 4) : 1});
+            auto got = redis.decide(batch, now);
+            REQUIRE(got.size() == 64);
+            for (int i = 0; i < 64; ++i) {
+                auto expected = as_reported(twin.decide(*batch[i].first, now, batch[i].second));
+                ++decisions;
+                allowed += got[i].allowed;
+                if (!same(expected, got[i]) && ++mismatches <= 5)
+                    FAIL_CHECK("call " << call << " request " << i << " cost " << batch[i].second
+                                       << "\n  C++: " << describe(expected)
+                                       << "\n  Lua: " << describe(got[i]));
+            }
+        }
+        CHECK(mismatches == 0);
+        MESSAGE("limit " << limit << ": " << decisions << " decisions, " << allowed << " allowed, "
+                         << mismatches << " mismatches");
+        CHECK(allowed > decisions / 10);
+        CHECK(allowed < decisions);
+    }
+}
+
+TEST_CASE("TTL on Redis: kept while it outlives the state, moved when the state would outlive it") {
+    redis_fixture redis;
+    // The gateway clock runs with real time here, so the limiter clock and Redis' expiry agree.
+    layer_spec window{algorithm::fixed_window, {{1000, 200 * ms, 0, 0}}, false, 0};
+    layer_spec bucket{algorithm::token_bucket, {{50, 1 * s, 20, 0}}, false, 0};
+    std::vector<layer_ref> chain{{"ttl:w", &window}, {"ttl:b", &bucket}};
+    local_store twin;
+    auto start = std::chrono::steady_clock::now();
+    auto clock = [&] {
+        return epoch + static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                               std::chrono::steady_clock::now() - start)
+                                               .count());
+    };
+    auto get = [&](const std::string& cmd, const std::string& key) {
+        auto r = run(redis.ioc, redis.conn.exec(rategate::limiters::redis::command(cmd, key)));
+        REQUIRE_FALSE(r.ec);
+        return r.value;
+    };
+    int kept = 0, moved = 0, mismatches = 0;
+    std::map<std::string, long long> last_pttl;
+    while (std::chrono::steady_clock::now() - start < 1600ms) {
+        double now = clock();
+        auto expected = as_reported(twin.decide(chain, now, 1));
+        auto got = redis.decide(chain, now, 1);
+        mismatches += !same(expected, got);
+        for (const auto& l : chain) {
+            auto v = get("GET", l.key).str;
+            REQUIRE(v.size() >= 24);
+            double expires = 0;
+            std::memcpy(&expires, v.data() + v.size() - 8, 8);
+            long long pttl = get("PTTL", l.key).integer;
+            // Every key has a TTL, never shorter than its state's life (1 ms of rounding).
+            REQUIRE(pttl > 0);
+            CHECK(static_cast<double>(pttl) * 1000 + 1000 >= expires - clock());
+            if (last_pttl.count(l.key)) (pttl > last_pttl[l.key] ? moved : kept) += 1;
+            last_pttl[l.key] = pttl;
+        }
+        std::this_thread::sleep_for(3ms);
+    }
+    CHECK(mismatches == 0);
+    MESSAGE("TTL kept " << kept << " times, moved " << moved << " times");
+    CHECK(kept > 10 * moved);
+    CHECK(moved >= 2);
 }
