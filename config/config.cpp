@@ -605,6 +605,12 @@ void read_identity(const json& j, const std::string& path, checker& c, identity_
                 }
             }
         }
+        if (auto h = read_string(oi.get("header"), oi.path("header"), c)) {
+            if (!is_token(*h))
+                c.fail(oi.path("header"), "\"" + *h + "\" is not a valid header name");
+            else
+                out.client_ip_header = *h;
+        }
         oi.finish();
     }
     o.finish();
@@ -661,11 +667,12 @@ std::set<std::string> rule_fields(algorithm a) {
 void read_rule(const json& j, const std::string& path, checker& c, algorithm a, rule_config& r) {
     object_reader o(j, path, c);
     auto fields = rule_fields(a);
+    // SPEC §2: a rule field without a default in the table is required, for every algorithm.
+    static const std::set<std::string> with_default{"buckets", "max_burst_seconds", "idle_ttl",
+                                                    "cold_factor"};
     auto want = [&](const char* key) -> const json* {
         if (!fields.count(key)) return nullptr;
-        return o.get(key, std::string(key) == "limit" || std::string(key) == "window" ||
-                              std::string(key) == "rate" || std::string(key) == "capacity" ||
-                              std::string(key) == "warmup_period");
+        return o.get(key, !with_default.count(key));
     };
     if (auto v = read_int(want("limit"), o.path("limit"), c, 1, 1'000'000'000'000)) r.limit = *v;
     if (auto v = read_duration(want("window"), o.path("window"), c)) r.window = *v;
@@ -682,8 +689,6 @@ void read_rule(const json& j, const std::string& path, checker& c, algorithm a, 
         r.warmup_period = *v;
     if (auto v = read_positive(want("cold_factor"), o.path("cold_factor"), c, 1, true))
         r.cold_factor = *v;
-    if ((a == algorithm::token_bucket || a == algorithm::gcra) && r.burst == 0)
-        r.burst = std::max(1.0, r.rate);  // default: one period's worth
     if (a == algorithm::sliding_window_counter && r.window.count() > 0 &&
         r.window.count() % r.buckets != 0)
         c.fail(o.path("buckets"), "window must divide into " + std::to_string(r.buckets) +
@@ -750,6 +755,12 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
         else if (auto v = read_int(p, o.path("ipv6_prefix"), c, 1, 128))
             l.ipv6_prefix = static_cast<int>(*v);
     }
+    if (auto* p = o.get("ipv4_prefix")) {
+        if (l.scope != scope_kind::ip)
+            c.fail(o.path("ipv4_prefix"), "only applies to scope \"ip\"");
+        else if (auto v = read_int(p, o.path("ipv4_prefix"), c, 0, 32))
+            l.ipv4_prefix = static_cast<int>(*v);
+    }
     if (auto* p = o.get("per_route")) {
         if (l.scope != scope_kind::user && l.scope != scope_kind::ip)
             c.fail(o.path("per_route"), "only applies to scopes \"user\" and \"ip\"");
@@ -757,6 +768,45 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
             l.per_route = *v;
     }
     o.finish();
+}
+
+// The most one request may cost on an enforced layer's rule, or nullopt when any cost can pass
+// (smooth_*: Guava admits one acquire of any size and makes the next request pay for it).
+std::optional<std::pair<double, const char*>> rule_capacity(algorithm a, const rule_config& r) {
+    switch (a) {
+        case algorithm::fixed_window:
+        case algorithm::sliding_window_log:
+        case algorithm::sliding_window_counter:
+            return std::pair{static_cast<double>(r.limit), "limit"};
+        case algorithm::leaky_bucket:
+            return std::pair{r.capacity, "capacity"};
+        case algorithm::token_bucket:
+        case algorithm::gcra:
+            return std::pair{r.burst, "burst"};
+        case algorithm::smooth_bursty:
+        case algorithm::smooth_warming_up:
+            return std::nullopt;
+    }
+    return std::nullopt;
+}
+
+// A route whose cost exceeds an enforced layer's capacity could never pass (with or without
+// `delay`). Shadow layers never reject and are not checked.
+void check_cost(const route_config& r, const std::string& path, checker& c, const config& cfg) {
+    for (const auto& name : r.limiters) {
+        const auto& l = cfg.limiters.at(name);
+        if (l.shadow) continue;
+        for (std::size_t i = 0; i < l.rules.size(); ++i) {
+            auto cap = rule_capacity(l.algo, l.rules[i]);
+            // A rule whose field failed to load has already been reported.
+            if (!cap || cap->first <= 0 || static_cast<double>(r.cost) <= cap->first) continue;
+            std::ostringstream o;
+            o << "cost " << r.cost << " exceeds limiter \"" << name << "\" (rules[" << i << "]."
+              << cap->second << " = " << cap->first << "): no request could ever pass";
+            c.fail(path, o.str());
+            break;
+        }
+    }
 }
 
 void read_route(const json& j, const std::string& path, checker& c, const config& cfg,
@@ -829,6 +879,7 @@ void read_route(const json& j, const std::string& path, checker& c, const config
         }
     }
     if (auto v = read_int(o.get("cost"), o.path("cost"), c, 1, 1'000'000'000)) r.cost = *v;
+    check_cost(r, o.path("cost"), c, cfg);
     if (auto* ol = o.get("on_limit")) {
         object_reader oo(*ol, o.path("on_limit"), c);
         if (auto v = read_int(oo.get("status"), oo.path("status"), c, 400, 599))

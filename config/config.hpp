@@ -82,6 +82,9 @@ struct identity_config {
     std::string user_header = "X-User-Id";
     std::optional<jwt_config> jwt;  ///< set: the user comes from a verified JWT, not a header
     std::vector<cidr> trusted_proxies;
+    /// `identity.client_ip.header`: "X-Forwarded-For", "Forwarded" (RFC 7239) or the name of a
+    /// one-address header such as "X-Real-IP"; kinds match case-insensitively.
+    std::string client_ip_header = "X-Forwarded-For";
 };
 
 /// SPEC §2 `upstreams.NAME`: a pool of interchangeable targets.
@@ -135,7 +138,8 @@ struct limiter_config {
     bool shadow = false;
     std::optional<micros> delay;
     missing_key_policy on_missing_key = missing_key_policy::skip;
-    int ipv6_prefix = 128;
+    int ipv6_prefix = 128;  ///< ip scope: IPv6 clients grouped by this many leading bits
+    int ipv4_prefix = 32;   ///< ip scope: IPv4 clients grouped by this many leading bits
     bool per_route = false;
 };
 

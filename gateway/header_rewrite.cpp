@@ -11,16 +11,40 @@ namespace http = boost::beast::http;
 namespace {
 constexpr std::string_view via_value = "1.1 rategate";
 
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+        s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+        s.remove_suffix(1);
+    return s;
+}
+
+// Replaces every field line of `name` by one: all their list elements in order (RFC 9110 §5.3),
+// then `value`, joined with ", ". With `split`, each line is split at ',' and empty elements
+// dropped (X-Forwarded-For); without, each non-empty line is kept whole (Via, whose comments may
+// hold commas).
 template <class Name>
-void append_list(http::fields& f, Name name, std::string_view value) {
-    auto it = f.find(name);
-    if (it == f.end()) {
-        f.set(name, value);
-        return;
+void append_list(http::fields& f, Name name, std::string_view value, bool split) {
+    std::string joined;
+    auto add = [&joined](std::string_view element) {
+        element = trim(element);
+        if (element.empty()) return;
+        if (!joined.empty()) joined += ", ";
+        joined += element;
+    };
+    for (auto [it, end] = f.equal_range(name); it != end; ++it) {
+        std::string_view line = it->value();
+        if (!split) {
+            add(line);
+            continue;
+        }
+        for (auto comma = line.find(','); comma != std::string_view::npos; comma = line.find(',')) {
+            add(line.substr(0, comma));
+            line.remove_prefix(comma + 1);
+        }
+        add(line);
     }
-    std::string joined(it->value());
-    joined += ", ";
-    joined += value;
+    add(value);
     f.set(name, joined);
 }
 }  // namespace
@@ -61,13 +85,13 @@ void remove_hop_by_hop(http::fields& f) {
 std::string rewrite_request_headers(http::fields& f, const client_info& client,
                                     std::string_view new_request_id) {
     remove_hop_by_hop(f);
-    append_list(f, "X-Forwarded-For", client.peer_ip);
+    append_list(f, "X-Forwarded-For", client.peer_ip, true);
     f.set("X-Forwarded-Proto", client.proto);
     if (auto host = f.find(http::field::host); host != f.end())
         f.set("X-Forwarded-Host", host->value());
     else
         f.erase("X-Forwarded-Host");
-    append_list(f, http::field::via, via_value);
+    append_list(f, http::field::via, via_value, false);
     auto id = f.find("X-Request-Id");
     if (id != f.end() && !id->value().empty() && id->value().size() <= 200)
         return std::string(id->value());
@@ -77,7 +101,7 @@ std::string rewrite_request_headers(http::fields& f, const client_info& client,
 
 void rewrite_response_headers(http::fields& f, std::string_view request_id) {
     remove_hop_by_hop(f);
-    append_list(f, http::field::via, via_value);
+    append_list(f, http::field::via, via_value, false);
     if (f.find("X-Request-Id") == f.end()) f.set("X-Request-Id", request_id);
 }
 

@@ -19,14 +19,16 @@ struct client_info {
     std::string_view proto = "http";
 };
 
-/// Rewrites a request's headers for the upstream: hop-by-hop removed, peer appended to
-/// X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host overwritten, Via added, and
-/// X-Request-Id kept or set to `new_request_id`. Returns the request id in force.
+/// Rewrites a request's headers for the upstream: hop-by-hop removed; X-Forwarded-For becomes one
+/// field line holding every entry of every line the client sent, in order, then the peer
+/// (RFC 9110 §5.3 list semantics); X-Forwarded-Proto and X-Forwarded-Host overwritten; Via
+/// lines merged the same way with ours added; X-Request-Id kept or set to `new_request_id`.
+/// Returns the request id in force.
 std::string rewrite_request_headers(boost::beast::http::fields& f, const client_info& client,
                                     std::string_view new_request_id);
 
-/// Rewrites an upstream response's headers for the client: hop-by-hop removed, Via added,
-/// X-Request-Id echoed.
+/// Rewrites an upstream response's headers for the client: hop-by-hop removed, Via lines merged
+/// into one with ours added, X-Request-Id echoed.
 void rewrite_response_headers(boost::beast::http::fields& f, std::string_view request_id);
 
 /// A fresh random request id: 32 lowercase hex digits (128 bits, per-thread PRNG).

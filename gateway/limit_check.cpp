@@ -1,7 +1,5 @@
 #include "gateway/limit_check.hpp"
 
-#include <arpa/inet.h>
-
 #include <spdlog/spdlog.h>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -171,6 +169,7 @@ void limit_checker::count(const limit_outcome& o) {
         metrics_.limiter_decisions[l->index][static_cast<std::size_t>(x)].add();
     };
     if (o.what == limit_outcome::kind::denied) return add(o.decider, lo::denied);
+    if (o.what == limit_outcome::kind::invalid_identity) return;  // no layer decided anything
     bool error = o.what == limit_outcome::kind::unavailable || (o.redis_failed && !o.used_local);
     for (std::size_t i = 0; i < o.layers.size(); ++i) {
         const auto* l = o.layers[i];
@@ -201,6 +200,11 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
     if (keys.denied_by) {
         out.what = limit_outcome::kind::denied;
         out.decider = keys.denied_by;
+        co_return out;
+    }
+    if (keys.invalid_by) {
+        out.what = limit_outcome::kind::invalid_identity;
+        out.decider = keys.invalid_by;
         co_return out;
     }
     if (keys.refs.empty()) co_return out;
@@ -293,49 +297,6 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
                  static_cast<std::int64_t>(wall_clock_us() / 1000));
         co_return out;
     }
-}
-
-bool in_cidr(std::string_view ip, const config::cidr& block) {
-    unsigned char a[16];
-    std::string text(ip);
-    std::size_t len = 0;
-    if (inet_pton(AF_INET, text.c_str(), a) == 1)
-        len = 4;
-    else if (inet_pton(AF_INET6, text.c_str(), a) == 1)
-        len = 16;
-    if (len == 0 || len != block.bytes.size()) return false;
-    int bits = block.prefix;
-    for (std::size_t i = 0; i < len && bits > 0; ++i, bits -= 8) {
-        unsigned char mask = bits >= 8 ? 0xff : static_cast<unsigned char>(0xff << (8 - bits));
-        if ((a[i] & mask) != (block.bytes[i] & mask)) return false;
-    }
-    return true;
-}
-
-std::string client_ip(std::string_view peer, std::string_view xff,
-                      const std::vector<config::cidr>& trusted) {
-    auto is_trusted = [&](std::string_view ip) {
-        for (const auto& b : trusted)
-            if (in_cidr(ip, b)) return true;
-        return false;
-    };
-    if (xff.empty() || !is_trusted(peer)) return std::string(peer);
-    // Walk X-Forwarded-For from the right: every hop we trust vouches for the one before it.
-    std::string_view rest = xff;
-    std::string_view candidate = peer;
-    while (!rest.empty()) {
-        auto comma = rest.rfind(',');
-        auto item = comma == std::string_view::npos ? rest : rest.substr(comma + 1);
-        rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(0, comma);
-        while (!item.empty() && (item.front() == ' ' || item.front() == '\t'))
-            item.remove_prefix(1);
-        while (!item.empty() && (item.back() == ' ' || item.back() == '\t'))
-            item.remove_suffix(1);
-        if (item.empty()) continue;
-        candidate = item;
-        if (!is_trusted(item)) break;
-    }
-    return std::string(candidate);
 }
 
 }  // namespace rategate::gateway

@@ -26,13 +26,15 @@ namespace rategate::gateway {
 /// What to do with one request.
 struct limit_outcome {
     enum class kind {
-        pass,         ///< forward (after `decision.wait_us` when shaping)
-        limited,      ///< answer with the route's on_limit status
-        denied,       ///< on_missing_key "deny": 403
-        unavailable,  ///< Redis failed and on_redis_error is "deny": 503
+        pass,              ///< forward (after `decision.wait_us` when shaping)
+        limited,           ///< answer with the route's on_limit status
+        denied,            ///< on_missing_key "deny": 403
+        invalid_identity,  ///< a user id or header value the route's limiters use is over
+                           ///< limiters::max_identity_bytes: 400 `invalid_identity`
+        unavailable,       ///< Redis failed and on_redis_error is "deny": 503
     } what = kind::pass;
     limiters::chain_decision decision;
-    const limiters::policy::layer* decider = nullptr;  ///< the limiting / denying layer
+    const limiters::policy::layer* decider = nullptr;  ///< the limiting / denying / invalid layer
     const limiters::policy::layer* header = nullptr;   ///< the most restrictive layer, for headers
     bool redis_failed = false;                         ///< Redis failed; the route's policy applied
     bool used_local = false;                           ///< decided by the in-process twin
@@ -77,13 +79,5 @@ class limit_checker {
     admin::windowed_top top_;  ///< the layer keys this loop limited, per minute (GET /top)
     std::map<std::string, std::size_t> waiting_;  ///< shaped requests held, per layer key
 };
-
-/// The client address for the ip scope: the TCP peer, or — only when the peer is a trusted
-/// proxy — the right-most address in X-Forwarded-For that is not itself a trusted proxy.
-std::string client_ip(std::string_view peer, std::string_view x_forwarded_for,
-                      const std::vector<config::cidr>& trusted_proxies);
-
-/// Whether `ip` (text) lies in `block`.
-bool in_cidr(std::string_view ip, const config::cidr& block);
 
 }  // namespace rategate::gateway

@@ -1,5 +1,7 @@
 #include "gateway/replay.hpp"
 
+#include "gateway/identity/client_ip.hpp"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
@@ -144,7 +146,11 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
             if (req->user) user = *req->user;
             double cost = req->cost.value_or(static_cast<double>(rc.cost));
             double t_ms = req->t_ms;
-            limiters::identity who{user, req->ip, nullptr};
+            // The same canonical address the gateway would key (IPv4-mapped → IPv4, RFC 5952).
+            auto canonical = identity::canonical_ip(req->ip);
+            limiters::identity who{
+                user, canonical ? std::string_view(*canonical) : std::string_view(req->ip),
+                nullptr};
             if (!req->headers.empty())
                 who.header = [&req](std::string_view name) { return req->header(name); };
             pol.keys_for(static_cast<std::size_t>(route), who, keys);
@@ -161,6 +167,13 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
                 buffer += ",\"allowed\":false,\"limiter\":";
                 append_string(buffer, keys.denied_by->limiter->name);
                 buffer += ",\"remaining\":0,\"retry_after_ms\":0,\"denied\":\"missing_key\"}\n";
+            } else if (keys.invalid_by) {
+                ++rcount.denied;
+                ++total.denied;
+                buffer += ",\"allowed\":false,\"limiter\":";
+                append_string(buffer, keys.invalid_by->limiter->name);
+                buffer +=
+                    ",\"remaining\":0,\"retry_after_ms\":0,\"denied\":\"invalid_identity\"}\n";
             } else {
                 double now_us = std::floor(t_ms * 1000.0);
                 auto d = redis ? redis->decide(keys.refs, now_us, cost)

@@ -16,6 +16,7 @@
 #include "gateway/error_response.hpp"
 #include "gateway/header_scan.hpp"
 #include "gateway/http/request_normaliser.hpp"
+#include "gateway/identity/client_ip.hpp"
 #include "gateway/limit_check.hpp"
 #include "gateway/proxy.hpp"
 #include "gateway/ratelimit_headers.hpp"
@@ -118,10 +119,11 @@ net::awaitable<limit_step> check_limits(worker& w, runtime& rt, timed_socket& cl
                user_it != req.end() && !user_it->value().empty()) {
         user = std::string_view(user_it->value());
     }
-    auto xff = req.find("X-Forwarded-For");
+    std::vector<std::string_view> forwarding;  // every field line: one list (RFC 9110 §5.3)
+    for (auto [it, end] = req.equal_range(cfg.identity.client_ip_header); it != end; ++it)
+        forwarding.emplace_back(it->value());
     std::string ip =
-        client_ip(peer, xff == req.end() ? std::string_view{} : std::string_view(xff->value()),
-                  cfg.identity.trusted_proxies);
+        identity::resolve_client_ip(peer, forwarding, identity::settings::from(cfg.identity));
     limiters::identity who{user, ip,
                            [&req](std::string_view name) -> std::optional<std::string_view> {
                                auto it = req.find(name);
@@ -156,15 +158,22 @@ net::awaitable<limit_step> check_limits(worker& w, runtime& rt, timed_socket& cl
         std::string message =
             "request lacks the key of limiter \"" + out.decider->limiter->name + "\"";
         res = make_error_response(403, "forbidden", message, keep, req.version());
+    } else if (out.what == limit_outcome::kind::invalid_identity) {
+        // SPEC §2: an identity over 256 bytes is a 400, never a key.
+        std::string message = "the key of limiter \"" + out.decider->limiter->name +
+                              "\" is longer than " + std::to_string(limiters::max_identity_bytes) +
+                              " bytes";
+        res = make_error_response(400, "invalid_identity", message, keep, req.version());
     } else {
         res = make_error_response(503, "limiter_unavailable",
                                   "rate-limit backend (Redis) unavailable", keep, req.version());
     }
     if (req.method() == http::verb::head) omit_body(res);
     rec.status = res.result_int();
-    rec.limit_outcome = out.what == limit_outcome::kind::limited  ? "limited"
-                        : out.what == limit_outcome::kind::denied ? "denied"
-                                                                  : "error";
+    rec.limit_outcome = out.what == limit_outcome::kind::limited            ? "limited"
+                        : out.what == limit_outcome::kind::denied           ? "denied"
+                        : out.what == limit_outcome::kind::invalid_identity ? "invalid_identity"
+                                                                            : "error";
     client.timer.expires_after(cfg.limits.idle_timeout);
     auto [ec, n] = co_await http::async_write(client, res, use_nothrow);
     co_return (ec || !keep) ? limit_step::close : limit_step::next;

@@ -2,6 +2,9 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "limiters/keys.hpp"
 
 namespace rategate::limiters {
@@ -37,22 +40,42 @@ int policy::route_index(std::string_view name) const {
     return -1;
 }
 
-std::string group_ip(std::string_view ip, int ipv6_prefix) {
-    if (ipv6_prefix >= 128 || ip.find(':') == std::string_view::npos) return std::string(ip);
+std::string group_ip(std::string_view ip, int ipv4_prefix, int ipv6_prefix) {
     std::string text(ip);
     unsigned char a[16];
-    if (inet_pton(AF_INET6, text.c_str(), a) != 1) return text;
-    for (int bit = ipv6_prefix; bit < 128; ++bit)
-        a[bit / 8] &= static_cast<unsigned char>(~(0x80 >> (bit % 8)));
+    int family = AF_INET, bits = 32, prefix = ipv4_prefix;
+    if (inet_pton(AF_INET, text.c_str(), a) != 1) {
+        if (inet_pton(AF_INET6, text.c_str(), a) != 1) return text;
+        static constexpr unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+        if (std::memcmp(a, mapped, sizeof mapped) == 0) {
+            std::memmove(a, a + 12, 4);  // an IPv4 client, however it was written
+        } else {
+            family = AF_INET6, bits = 128, prefix = ipv6_prefix;
+        }
+    }
+    prefix = std::clamp(prefix, 0, bits);
+    if (prefix == bits) {
+        if (family == AF_INET6) return text;
+    } else {
+        for (int bit = prefix; bit < bits; ++bit)
+            a[bit / 8] &= static_cast<unsigned char>(~(0x80 >> (bit % 8)));
+    }
     char out[INET6_ADDRSTRLEN];
-    inet_ntop(AF_INET6, a, out, sizeof out);
-    return std::string(out) + "/" + std::to_string(ipv6_prefix);
+    inet_ntop(family, a, out, sizeof out);
+    if (prefix == bits) return out;
+    return std::string(out) + "/" + std::to_string(prefix);
 }
 
 void policy::keys_for(std::size_t route_index, const identity& who, request_keys& out) const {
     out.refs.clear();
     out.layers.clear();
     out.denied_by = nullptr;
+    out.invalid_by = nullptr;
+    auto stop = [&out](const layer* l, const layer*& why) {
+        out.refs.clear();
+        out.layers.clear();
+        why = l;
+    };
     const auto& route = cfg_.routes[route_index];
     for (const auto* l : chains_[route_index]) {
         const auto& c = *l->limiter;
@@ -71,7 +94,7 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
                 break;
             case scope_kind::ip:
                 tag = "ip";
-                if (!who.ip.empty()) value = group_ip(who.ip, c.ipv6_prefix);
+                if (!who.ip.empty()) value = group_ip(who.ip, c.ipv4_prefix, c.ipv6_prefix);
                 break;
             case scope_kind::header:
                 tag = "h";
@@ -80,10 +103,14 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
                 break;
         }
         if (*tag) {
+            if (value && value->size() > max_identity_bytes) {
+                stop(l, out.invalid_by);  // SPEC §2: never a key
+                return;
+            }
             if (value) {
                 parts = std::string(tag) + "=" + escape_key_part(*value);
             } else if (c.on_missing_key == config::missing_key_policy::deny) {
-                out.denied_by = l;
+                stop(l, out.denied_by);
                 return;
             } else if (c.on_missing_key == config::missing_key_policy::anonymous) {
                 parts =

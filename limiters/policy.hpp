@@ -43,11 +43,16 @@ class policy {
 
     /// The outcome of computing keys: the layers to decide (a layer whose key is missing with
     /// on_missing_key "skip" is left out), or the layer that denies the request outright.
+    /// When `denied_by` or `invalid_by` is set, `refs` and `layers` are empty.
     struct request_keys {
         std::vector<layer_ref> refs;
-        std::vector<const layer*> layers;  ///< parallel to refs
-        const layer* denied_by = nullptr;  ///< on_missing_key "deny"
+        std::vector<const layer*> layers;   ///< parallel to refs
+        const layer* denied_by = nullptr;   ///< on_missing_key "deny": 403
+        const layer* invalid_by = nullptr;  ///< its identity is over max_identity_bytes: 400
     };
+    /// The keys of route `route_index` for `who`, chain order. The first layer that denies the
+    /// request (missing key with "deny", or a user id / header value longer than
+    /// max_identity_bytes, SPEC §2) stops the computation.
     void keys_for(std::size_t route_index, const identity& who, request_keys& out) const;
 
     const std::string& key_prefix() const { return prefix_; }
@@ -59,8 +64,14 @@ class policy {
     std::vector<std::vector<const layer*>> chains_;
 };
 
-/// The client address grouped for the ip scope: IPv6 masked to `ipv6_prefix` bits (IPv4 and
-/// unparseable text unchanged).
-std::string group_ip(std::string_view ip, int ipv6_prefix);
+/// The longest user id or `header:NAME` value that may become a key (SPEC §2), bytes.
+inline constexpr std::size_t max_identity_bytes = 256;
+
+/// The client address grouped for the ip scope. `ip` is canonical text (see
+/// gateway::identity::canonical_ip; an IPv4-mapped IPv6 address is treated as its IPv4 address
+/// all the same). IPv4 is masked to `ipv4_prefix` bits (0..32), IPv6 to `ipv6_prefix` bits
+/// (0..128), and then printed as `address/prefix`, e.g. `198.51.100.0/24`, `2001:db8::/64`; at
+/// the full length (32 / 128) and for text that is not an address, `ip` is returned unchanged.
+std::string group_ip(std::string_view ip, int ipv4_prefix, int ipv6_prefix);
 
 }  // namespace rategate::limiters

@@ -313,3 +313,132 @@ class AdminHardening(GatewayTest):
                 s.close()
         time.sleep(0.5)
         self.assertEqual(get(self.admin_port, "/healthz").status, 200)  # recovers
+
+
+def request_from(source_ip, port, path, headers, timeout=10.0):
+    """One HTTP/1.1 request from a chosen loopback source address; returns the Response."""
+    s = socket.socket()
+    s.settimeout(timeout)
+    s.bind((source_ip, 0))
+    s.connect(("127.0.0.1", port))
+    c = Conn.__new__(Conn)
+    c.sock, c.buf = s, b""
+    try:
+        lines = "".join("%s: %s\r\n" % kv for kv in headers)
+        c.send("GET %s HTTP/1.1\r\nHost: t\r\n%sConnection: close\r\n\r\n" % (path, lines))
+        return c.read_response()
+    finally:
+        c.close()
+
+
+class IdentityBypass(EdgeTest):
+    def per_ip(self, limit=3, trusted=("127.0.0.1/32",), header=None, **extra):
+        client_ip = {"trusted_proxies": list(trusted)}
+        if header:
+            client_ip["header"] = header
+        self.make({"per-ip": log_limiter("ip", limit, **extra)},
+                  [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["per-ip"]}],
+                  identity={"client_ip": client_ip})
+
+    def xff(self, values):
+        return [get(self.gw.port, "/api/x", {"X-Forwarded-For": v}).status for v in values]
+
+    @unittest.skipUnless(shutil.which("haproxy"), "haproxy not installed")
+    def test_forged_xff_through_haproxy_forwardfor_stays_limited(self):
+        # HAProxy (trusted, connecting from 127.0.0.2) adds its own X-Forwarded-For line with the
+        # client's address (127.0.0.3); the client's forged line comes first.
+        self.per_ip(3, trusted=["127.0.0.2/32"])
+        hport = free_port()
+        cfg = tempfile.NamedTemporaryFile("w", suffix=".cfg", delete=False)
+        cfg.write("global\n  maxconn 200\ndefaults\n  mode http\n  timeout connect 2s\n"
+                  "  timeout client 10s\n  timeout server 10s\n  option forwardfor\n"
+                  "frontend fe\n  bind 127.0.0.1:%d\n  default_backend be\n"
+                  "backend be\n  server gw 127.0.0.1:%d source 127.0.0.2\n" % (hport, self.gw.port))
+        cfg.close()
+        from harness import Process
+        self.track(Process(["haproxy", "-db", "-f", cfg.name], "haproxy"))
+        wait_port(hport)
+        got = []
+        for i in range(6):
+            r = request_from("127.0.0.3", hport, "/api/x", [("X-Forwarded-For", "6.6.6.%d" % i),
+                                                             ("X-Forwarded-For", "7.7.7.%d, 8.8.8.8" % i)])
+            got.append(r.status)
+            if i == 0:
+                # Every entry the client sent, in order, then HAProxy's, then the peer.
+                self.assertEqual(r.json()["headers"]["x-forwarded-for"],
+                                 "6.6.6.0, 7.7.7.0, 8.8.8.8, 127.0.0.3, 127.0.0.2")
+        self.assertEqual(got, [200, 200, 200, 429, 429, 429])
+        self.assertEqual(request_from("127.0.0.4", hport, "/api/x", []).status, 200)  # another client
+
+    def test_xff_field_lines_form_one_list(self):
+        self.per_ip(2)
+        c = Conn(self.gw.port)
+        hdr = "X-Forwarded-For: 203.0.113.9\r\nX-Forwarded-For: 6.6.6.6\r\n"
+        responses = []
+        for i in range(3):
+            # The right-most untrusted entry is the client whatever the client adds on the left.
+            c.send("GET /api/x HTTP/1.1\r\nHost: t\r\nX-Forwarded-For: 1.2.3.%d\r\n%s\r\n" % (i, hdr))
+            responses.append(c.read_response())
+        self.assertEqual([r.status for r in responses], [200, 200, 429])
+        # Forwarded on: every entry of every line, in order, then the peer.
+        self.assertEqual(responses[1].json()["headers"]["x-forwarded-for"],
+                         "1.2.3.1, 203.0.113.9, 6.6.6.6, 127.0.0.1")
+        c.close()
+
+    def test_ipv6_notations_share_one_counter(self):
+        self.per_ip(3)
+        self.assertEqual(self.xff(["2001:db8::1", "2001:0db8:0000:0000:0000:0000:0000:0001", "2001:DB8::1",
+                                   "[2001:db8::1]:443", "2001:db8:0:0::1%eth0"]), [200, 200, 200, 429, 429])
+
+    def test_ipv4_mapped_forms_are_the_ipv4_client(self):
+        self.per_ip(3)
+        self.assertEqual(self.xff(["::ffff:198.51.100.7", "::FFFF:198.51.100.7", "::ffff:c633:6407",
+                                   "198.51.100.7", "0:0:0:0:0:ffff:c633:6407", "198.51.100.7:8080"]),
+                         [200, 200, 200, 429, 429, 429])
+
+    def test_ipv6_prefix_groups_ipv6_only(self):
+        self.per_ip(1, ipv6_prefix=64)
+        self.assertEqual(self.xff(["::ffff:198.51.100.7", "::ffff:198.51.100.8", "198.51.100.7"]), [200, 200, 429])
+        self.assertEqual(self.xff(["2001:db8::1", "2001:db8::ffff:2"]), [200, 429])  # one /64
+
+    def test_ipv4_prefix_groups_ipv4(self):
+        self.per_ip(2, ipv4_prefix=24)
+        self.assertEqual(self.xff(["198.51.100.7", "198.51.100.200", "198.51.101.1", "198.51.100.9"]),
+                         [200, 200, 200, 429])
+
+    def test_garbage_entries_share_the_trusted_hops_counter(self):
+        self.per_ip(3)
+        self.assertEqual(self.xff(["unknown", "999.1.1.1", "not an ip"]), [200, 200, 200])
+        # All three were the trusted hop (the peer) that passed the garbage on: its counter is spent.
+        self.assertEqual(self.xff(["", "_hidden", "1.2.3"]), [429, 429, 429])
+        self.assertEqual(self.xff(["203.0.113.1"]), [200])
+
+    def test_forwarded_header_rfc7239(self):
+        self.per_ip(2, header="Forwarded")
+        statuses = []
+        for v in ['for=192.0.2.60;proto=http;by=203.0.113.43', 'for="[2001:db8:cafe::17]:4711"',
+                  'for=192.0.2.43, for="[2001:db8:cafe::17]"', 'For="[2001:DB8:CAFE:0::17]"']:
+            statuses.append(get(self.gw.port, "/api/x", {"Forwarded": v}).status)
+        self.assertEqual(statuses, [200, 200, 200, 429])
+
+    def test_one_address_header(self):
+        self.per_ip(1, header="X-Real-IP")
+        self.assertEqual([get(self.gw.port, "/api/x", {"X-Real-IP": v}).status
+                          for v in ["192.0.2.1", "192.0.2.2", "192.0.2.1"]], [200, 200, 429])
+
+    def test_identities_over_256_bytes_are_400(self):
+        self.up = self.upstream()
+        self.gw = self.gateway({
+            "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]}},
+            "identity": {"user": {"header": "X-User-Id"}},
+            "limiters": {"u": log_limiter("user", 100), "k": log_limiter("header:X-Api-Key", 100)},
+            "routes": [{"name": "u", "match": {"path_prefix": "/u"}, "upstream": "demo", "limiters": ["u"]},
+                       {"name": "k", "match": {"path_prefix": "/k"}, "upstream": "demo", "limiters": ["k"]},
+                       {"name": "free", "match": {"path_prefix": "/free"}, "upstream": "demo"}]})
+        for path, name in [("/u", "X-User-Id"), ("/k", "X-Api-Key")]:
+            self.assertEqual(get(self.gw.port, path, {name: "a" * 256}).status, 200)
+            r = get(self.gw.port, path, {name: "a" * 257})
+            self.assertEqual(r.status, 400, path)
+            self.assertEqual(r.json()["error"], "invalid_identity")
+        # Not used by a limiter of the route: no check.
+        self.assertEqual(get(self.gw.port, "/free", {"X-User-Id": "a" * 1000}).status, 200)

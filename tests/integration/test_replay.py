@@ -19,7 +19,8 @@ CONFIG = {
         "user": {"scope": "user", "algorithm": "gcra", "rules": [{"rate": 2, "period": "1s", "burst": 3}],
                  "on_missing_key": "deny"},
         "ip": {"scope": "ip", "algorithm": "fixed_window", "rules": [{"limit": 2, "window": "1s"}], "mode": "shadow"},
-        "paced": {"scope": "user", "algorithm": "token_bucket", "rules": [{"rate": 5, "burst": 1}], "delay": "400ms"},
+        "paced": {"scope": "user", "algorithm": "token_bucket", "rules": [{"rate": 5, "period": "1s", "burst": 1}],
+                  "delay": "400ms"},
     },
     "routes": [
         {"name": "orders", "match": {"path_prefix": "/api/orders"}, "upstream": "u",

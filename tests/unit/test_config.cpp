@@ -147,8 +147,9 @@ TEST_CASE("limiter fields are validated per algorithm") {
     auto lim = [](const std::string& body) {
         return errors_of(with(R"("limiters": { "l": )" + body + "}"));
     };
-    CHECK(lim(R"({ "scope": "global", "algorithm": "token_bucket", "rules": [{ "rate": 0 }] })") ==
-          "f.json: limiters.l.rules[0].rate: must be > 0, got 0\n");
+    CHECK(
+        lim(R"({ "scope": "global", "algorithm": "token_bucket", "rules": [{ "rate": 0, "period": "1s", "burst": 1 }] })") ==
+        "f.json: limiters.l.rules[0].rate: must be > 0, got 0\n");
     CHECK(lim(R"({ "scope": "global", "algorithm": "fixed_window", "rules": [{ "limit": 5 }] })") ==
           "f.json: limiters.l.rules[0].window: is required\n");
     CHECK(
@@ -161,14 +162,122 @@ TEST_CASE("limiter fields are validated per algorithm") {
     CHECK(lim(R"({ "scope": "global", "algorithm": "gcra", "rules": [] })") ==
           "f.json: limiters.l.rules: expected a non-empty array of rules\n");
     CHECK(
-        lim(R"({ "scope": "user", "algorithm": "gcra", "rules": [{ "rate": 1 }], "ipv6_prefix": 64 })") ==
+        lim(R"({ "scope": "user", "algorithm": "gcra", "rules": [{ "rate": 1, "period": "1s", "burst": 1 }], "ipv6_prefix": 64 })") ==
         "f.json: limiters.l.ipv6_prefix: only applies to scope \"ip\"\n");
+    CHECK(
+        lim(R"({ "scope": "user", "algorithm": "gcra", "rules": [{ "rate": 1, "period": "1s", "burst": 1 }], "ipv4_prefix": 24 })") ==
+        "f.json: limiters.l.ipv4_prefix: only applies to scope \"ip\"\n");
+    CHECK(
+        lim(R"({ "scope": "ip", "algorithm": "fixed_window", "rules": [{ "limit": 1, "window": "1s" }], "ipv4_prefix": 33 })") ==
+        "f.json: limiters.l.ipv4_prefix: must be between 0 and 32, got 33\n");
     CHECK(
         lim(R"({ "scope": "global", "algorithm": "gcra", "rules": [{ "rate": 1 }], "mode": "dry" })")
             .find("limiters.l.mode") != std::string::npos);
     CHECK(
         lim(R"({ "scope": "global", "algorithm": "sliding_window_counter", "rules": [{ "limit": 1, "window": "1s", "buckets": 7 }] })")
             .find("limiters.l.rules[0].buckets: window must divide") != std::string::npos);
+}
+
+TEST_CASE("every rule field without a default is required, for every algorithm") {
+    // SPEC §2 "Required fields": all missing fields of all rules in one run, each with its path.
+    auto e = errors_of(with(R"("limiters": {
+        "tb": { "scope": "global", "algorithm": "token_bucket", "rules": [{ "rate": 1, "period": "1s" }, {}] },
+        "gc": { "scope": "global", "algorithm": "gcra", "rules": [{ "rate": 1, "burst": 2 }] },
+        "lb": { "scope": "global", "algorithm": "leaky_bucket", "rules": [{ "rate": 1, "period": "1s" }] },
+        "fw": { "scope": "global", "algorithm": "fixed_window", "rules": [{ "window": "1s" }] },
+        "sl": { "scope": "global", "algorithm": "sliding_window_log", "rules": [{ "limit": 1 }] },
+        "sc": { "scope": "global", "algorithm": "sliding_window_counter", "rules": [{}] },
+        "sb": { "scope": "global", "algorithm": "smooth_bursty", "rules": [{}] },
+        "sw": { "scope": "global", "algorithm": "smooth_warming_up", "rules": [{ "rate": 1 }] } })"));
+    CHECK(e ==
+          "f.json: limiters.fw.rules[0].limit: is required\n"
+          "f.json: limiters.gc.rules[0].period: is required\n"
+          "f.json: limiters.lb.rules[0].capacity: is required\n"
+          "f.json: limiters.sb.rules[0].rate: is required\n"
+          "f.json: limiters.sc.rules[0].limit: is required\n"
+          "f.json: limiters.sc.rules[0].window: is required\n"
+          "f.json: limiters.sl.rules[0].window: is required\n"
+          "f.json: limiters.sw.rules[0].warmup_period: is required\n"
+          "f.json: limiters.tb.rules[0].burst: is required\n"
+          "f.json: limiters.tb.rules[1].rate: is required\n"
+          "f.json: limiters.tb.rules[1].period: is required\n"
+          "f.json: limiters.tb.rules[1].burst: is required\n");
+    // The fields with a default may be left out.
+    CHECK(errors_of(with(R"("limiters": {
+        "sc": { "scope": "global", "algorithm": "sliding_window_counter", "rules": [{ "limit": 1, "window": "1s" }] },
+        "sb": { "scope": "global", "algorithm": "smooth_bursty", "rules": [{ "rate": 1 }] },
+        "sw": { "scope": "global", "algorithm": "smooth_warming_up", "rules": [{ "rate": 1, "warmup_period": "1s" }] } })")) ==
+          "");
+}
+
+TEST_CASE("a route cost no request could ever pass is an error naming the limiter") {
+    auto e = errors_of(R"({
+      "listen": "127.0.0.1:8080",
+      "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+      "limiters": {
+        "tb": { "scope": "global", "algorithm": "token_bucket", "rules": [{ "rate": 100, "period": "1s", "burst": 5 }] },
+        "gc": { "scope": "global", "algorithm": "gcra", "rules": [{ "rate": 100, "period": "1s", "burst": 5 }] },
+        "lb": { "scope": "global", "algorithm": "leaky_bucket", "rules": [{ "rate": 1, "period": "1s", "capacity": 5.5 }] },
+        "fw": { "scope": "global", "algorithm": "fixed_window", "rules": [{ "limit": 100, "window": "1s" }, { "limit": 5, "window": "1m" }] },
+        "sl": { "scope": "global", "algorithm": "sliding_window_log", "rules": [{ "limit": 5, "window": "1s" }] },
+        "sc": { "scope": "global", "algorithm": "sliding_window_counter", "rules": [{ "limit": 5, "window": "1s" }] },
+        "sb": { "scope": "global", "algorithm": "smooth_bursty", "rules": [{ "rate": 1 }] },
+        "sw": { "scope": "global", "algorithm": "smooth_warming_up", "rules": [{ "rate": 1, "warmup_period": "1s" }] },
+        "delayed": { "scope": "global", "algorithm": "token_bucket", "delay": "10s",
+                     "rules": [{ "rate": 1, "period": "1s", "burst": 5 }] },
+        "shadow": { "scope": "global", "algorithm": "token_bucket", "mode": "shadow",
+                    "rules": [{ "rate": 1, "period": "1s", "burst": 5 }] }
+      },
+      "routes": [
+        { "name": "fits", "match": { "path": "/a" }, "upstream": "u", "cost": 5,
+          "limiters": ["tb", "gc", "lb", "fw", "sl", "sc", "sb", "sw", "delayed", "shadow"] },
+        { "name": "too-big", "match": { "path": "/b" }, "upstream": "u", "cost": 6,
+          "limiters": ["tb", "gc", "lb", "fw", "sl", "sc", "sb", "sw", "delayed", "shadow"] },
+        { "name": "smooth", "match": { "path": "/c" }, "upstream": "u", "cost": 1000,
+          "limiters": ["sb", "sw", "shadow"] } ]
+    })");
+    CHECK(e ==
+          "f.json: routes[1].cost: cost 6 exceeds limiter \"tb\" (rules[0].burst = 5): no request "
+          "could ever pass\n"
+          "f.json: routes[1].cost: cost 6 exceeds limiter \"gc\" (rules[0].burst = 5): no request "
+          "could ever pass\n"
+          "f.json: routes[1].cost: cost 6 exceeds limiter \"lb\" (rules[0].capacity = 5.5): no "
+          "request could ever pass\n"
+          "f.json: routes[1].cost: cost 6 exceeds limiter \"fw\" (rules[1].limit = 5): no request "
+          "could ever pass\n"
+          "f.json: routes[1].cost: cost 6 exceeds limiter \"sl\" (rules[0].limit = 5): no request "
+          "could ever pass\n"
+          "f.json: routes[1].cost: cost 6 exceeds limiter \"sc\" (rules[0].limit = 5): no request "
+          "could ever pass\n"
+          "f.json: routes[1].cost: cost 6 exceeds limiter \"delayed\" (rules[0].burst = 5): no "
+          "request could ever pass\n");
+    // The default cost of 1 is checked too.
+    CHECK(errors_of(R"({
+      "listen": "127.0.0.1:8080",
+      "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+      "limiters": { "lb": { "scope": "global", "algorithm": "leaky_bucket",
+                            "rules": [{ "rate": 1, "period": "1s", "capacity": 0.5 }] } },
+      "routes": [ { "name": "r", "match": { "path": "/" }, "upstream": "u", "limiters": ["lb"] } ]
+    })") ==
+          "f.json: routes[0].cost: cost 1 exceeds limiter \"lb\" (rules[0].capacity = 0.5): no "
+          "request could ever pass\n");
+}
+
+TEST_CASE("identity.client_ip.header picks the forwarding header") {
+    auto cfg = parse_config(with(""), "f.json");
+    CHECK(cfg->identity.client_ip_header == "X-Forwarded-For");
+    cfg = parse_config(with(R"("identity": { "client_ip": { "header": "Forwarded",
+                                                            "trusted_proxies": ["10.0.0.0/8"] } })"),
+                       "f.json");
+    CHECK(cfg->identity.client_ip_header == "Forwarded");
+    cfg = parse_config(with(R"("identity": { "client_ip": { "header": "x-real-ip" } })"), "f.json");
+    CHECK(cfg->identity.client_ip_header == "x-real-ip");
+    CHECK(errors_of(with(R"("identity": { "client_ip": { "header": "X Real IP" } })")) ==
+          "f.json: identity.client_ip.header: \"X Real IP\" is not a valid header name\n");
+    CHECK(errors_of(with(R"("identity": { "client_ip": { "header": "" } })")) ==
+          "f.json: identity.client_ip.header: must not be empty\n");
+    CHECK(errors_of(with(R"("identity": { "client_ip": { "header": 1 } })")) ==
+          "f.json: identity.client_ip.header: expected a string, got an integer\n");
 }
 
 TEST_CASE("route references and matches are checked") {

@@ -53,6 +53,34 @@ TEST_CASE("request rewrite appends X-Forwarded-For and sets proto, host, Via, re
     CHECK(f["X-Request-Id"] == "abc");
 }
 
+TEST_CASE("every X-Forwarded-For and Via line is kept, in order, as one line") {
+    http::fields f;
+    f.insert("X-Forwarded-For", "6.6.6.6");
+    f.insert(http::field::via, "1.0 edge (comma, inside)");
+    f.insert("X-Forwarded-For", " 7.7.7.7,8.8.8.8 ");
+    f.insert(http::field::via, "1.1 lb");
+    f.insert("X-Forwarded-For", "");
+    f.insert("X-Forwarded-For", ", 127.0.0.3,,");
+    rewrite_request_headers(f, {"127.0.0.2", "http"}, "abc");
+    auto [xff, xff_end] = f.equal_range("X-Forwarded-For");
+    REQUIRE(xff != xff_end);
+    CHECK(xff->value() == "6.6.6.6, 7.7.7.7, 8.8.8.8, 127.0.0.3, 127.0.0.2");
+    CHECK(std::next(xff) == xff_end);
+    auto [via, via_end] = f.equal_range(http::field::via);
+    REQUIRE(via != via_end);
+    CHECK(via->value() == "1.0 edge (comma, inside), 1.1 lb, 1.1 rategate");
+    CHECK(std::next(via) == via_end);
+}
+
+TEST_CASE("response rewrite merges every Via line") {
+    http::fields f;
+    f.insert(http::field::via, "1.1 a");
+    f.insert(http::field::via, "1.1 b");
+    rewrite_response_headers(f, "rid");
+    CHECK(f.count(http::field::via) == 1);
+    CHECK(f[http::field::via] == "1.1 a, 1.1 b, 1.1 rategate");
+}
+
 TEST_CASE("an incoming X-Request-Id is passed on") {
     http::fields f;
     f.set("X-Request-Id", "client-id-1");
