@@ -349,7 +349,8 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
             spdlog::warn("upstream {} broke mid-response: {}", route.upstream, got.read.message());
         co_return false;  // the status line is already out: closing is the only signal left
     }
-    if (upstream_keep_alive && rp->is_done()) pool.release(std::move(up));
+    // Shutting down: no connection goes back to the pool (the loop ends once all are closed).
+    if (upstream_keep_alive && rp->is_done() && !w.stopping) pool.release(std::move(up));
     co_return client_keep_alive;
 }
 

@@ -65,8 +65,14 @@ net::awaitable<void> wait_for_redis(worker& w, std::chrono::milliseconds limit) 
             all = all && c->state() != limiters::redis::connection::health::down;
         if (all || w.stopping) co_return;
         if (std::chrono::steady_clock::now() >= until) {
+            std::string why;
+            for (const auto& c : w.redis)
+                if (c->state() == limiters::redis::connection::health::down && why.empty())
+                    why = c->last_error();
             spdlog::warn(
-                "Redis not reachable yet: serving, routes apply on_redis_error until it answers");
+                "Redis not reachable yet ({}): serving, routes apply on_redis_error until it "
+                "answers",
+                why.empty() ? "connecting" : why);
             co_return;
         }
         t.expires_after(std::chrono::milliseconds(5));
@@ -240,15 +246,31 @@ void server::stop(std::chrono::milliseconds deadline) {
     if (admin_) admin_->stop();
     for (auto& w : workers_)
         net::post(w->ioc, [wp = w.get()] { wp->begin_shutdown(); });
-    // Each loop returns by itself once its last session ends; force it at the deadline.
-    auto until = std::chrono::steady_clock::now() + deadline;
-    while (running_.load() > 0 && std::chrono::steady_clock::now() < until)
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Each loop returns by itself once its last session ends and its Redis connections have
+    // drained (in that order: in-flight requests keep their Redis decisions).
+    auto wait_until = [this](std::chrono::steady_clock::time_point until) {
+        while (running_.load() > 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    };
+    wait_until(std::chrono::steady_clock::now() + deadline);
+    if (running_.load() > 0) {
+        // Past the deadline: cut the remaining requests off (their sockets shut down, their
+        // pending Redis calls failed) and give them a moment to unwind on their own loops.
+        spdlog::warn("shutdown: requests still in flight after {} ms: cancelling them",
+                     deadline.count());
+        for (auto& w : workers_)
+            net::post(w->ioc, [wp = w.get()] { wp->cancel_in_flight(); });
+        wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+    }
     for (auto& w : workers_)
         w->ioc.stop();
     for (auto& t : threads_)
         if (t.joinable()) t.join();
     threads_.clear();
+    // What is left on a loop is destroyed now, while every worker is intact and the access log
+    // still runs, not later in the workers' destructors.
+    for (auto& w : workers_)
+        w->tear_down();
     // One summary line per loop, from its metrics: what the limiters decided and how Redis
     // calls were batched and pipelined.
     for (std::size_t i = 0; i < workers_.size(); ++i) {

@@ -1,6 +1,11 @@
 #include "gateway/worker.hpp"
 
 #include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "gateway/proxy/tls.hpp"
 #include "limiters/redis_chain.hpp"
@@ -35,6 +40,18 @@ bool same_upstream(const config::upstream_config& a, const config::upstream_conf
            a.max_idle_per_target == b.max_idle_per_target && same_tls(a.tls, b.tls);
 }
 
+// Shutdown, step two: once the last session has ended (its limiter decision included), the
+// Redis connections drain what they still have in flight and close.
+boost::asio::awaitable<void> stop_redis_when_idle(worker& w) {
+    boost::asio::steady_timer t(w.ioc);
+    while (!w.sessions.empty()) {
+        t.expires_after(std::chrono::milliseconds(5));
+        co_await t.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+    }
+    for (auto& c : w.redis)
+        c->stop();
+}
+
 }  // namespace
 
 runtime::runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const limiters::policy> p)
@@ -60,7 +77,9 @@ worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>
     install(std::move(c), std::move(policy));
 }
 
-worker::~worker() = default;
+worker::~worker() {
+    tear_down();
+}
 
 void worker::install(std::shared_ptr<const config::config> c,
                      std::shared_ptr<const limiters::policy> policy) {
@@ -153,8 +172,33 @@ void worker::begin_shutdown() {
     for (auto& [name, p] : rt->pools)
         p->close_idle();
     sweeper.stop();
+    boost::asio::co_spawn(ioc, stop_redis_when_idle(*this), boost::asio::detached);
+}
+
+void worker::cancel_in_flight() {
+    stopping = true;
+    for (auto& s : sessions) {
+        boost::system::error_code ignored;
+        s.socket->shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
+        s.socket->cancel(ignored);
+    }
     for (auto& c : redis)
-        c->stop();
+        c->close();
+    sweeper.stop();
+}
+
+void worker::tear_down() {
+    if (torn_down_) return;
+    torn_down_ = true;
+    stopping = true;
+    for (auto& c : redis)
+        c->close();
+    // Waiters the close just completed resume and unwind (their sockets are shut down); then
+    // whatever still waits (a timer, an upstream read) is destroyed while the worker exists.
+    ioc.restart();
+    for (int i = 0; i < 100 && ioc.poll() > 0; ++i) {
+    }
+    ioc.discard_pending();
 }
 
 }  // namespace rategate::gateway

@@ -58,6 +58,16 @@ struct runtime {
     }
 };
 
+/// A worker's event loop: an io_context that can also destroy, on the owner's thread, every
+/// handler and suspended coroutine still queued on it, while what they refer to still exists.
+class event_loop : public boost::asio::io_context {
+  public:
+    using io_context::io_context;
+    /// Destroys every pending operation and coroutine frame now. The loop must not be running
+    /// and is unusable afterwards (only its destruction remains).
+    void discard_pending() { shutdown(); }
+};
+
 class worker {
   public:
     /// `open_connections` counts client connections across all workers (max_connections).
@@ -66,7 +76,7 @@ class worker {
     ~worker();
 
     // One thread per loop; the reactor needs no locking (posts from other threads still lock).
-    boost::asio::io_context ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+    event_loop ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
     deadline_sweeper sweeper;  ///< before the pools and sessions that register with it
     std::vector<std::unique_ptr<limiters::redis::connection>> redis;  ///< survive reloads
     /// The runtime in force. Replaced only on this loop's thread (install); other threads read
@@ -94,14 +104,25 @@ class worker {
     /// Starts the Redis connections, if configured.
     void start();
     /// Stops accepting, closes idle keep-alive sessions and idle upstream connections; busy
-    /// sessions close after their current response. Runs on this worker's thread.
+    /// sessions close after their current response. The Redis connections stop (draining)
+    /// only once the last session has ended, so in-flight requests still get their limiter
+    /// decisions from Redis. Runs on this worker's thread.
     void begin_shutdown();
+    /// The drain deadline passed: shuts every client connection down and closes the Redis
+    /// connections (pending decisions complete at once with `stopped`), so the sessions still
+    /// running unwind by themselves. Runs on this worker's thread.
+    void cancel_in_flight();
+    /// After this worker's thread has ended: runs what is ready, then destroys whatever is
+    /// still pending on the loop while the worker is intact (not in its members' destructors).
+    /// Idempotent; the destructor calls it too.
+    void tear_down();
 
     /// Copies what the Redis connections and pools count into the metrics (every 250 ms).
     void publish_metrics();
 
   private:
     limiters::local_store& local_;
+    bool torn_down_ = false;
     mutable std::mutex rt_mutex_;
     std::vector<std::unique_ptr<char[]>> free_buffers_;
 };

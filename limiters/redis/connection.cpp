@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
@@ -27,36 +29,27 @@ using namespace net::experimental::awaitable_operators;
 namespace {
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 
-// One pending exec(): the multiplexer completes it (reply, connection loss, or expire() at its
-// deadline), which resumes the caller. No timer per call: deadlines are swept by the watchdog.
-struct call final : reply_sink {
-    explicit call(net::any_io_executor e) : ex(std::move(e)) {}
-    void on_reply(std::error_code e, reply&& r) override {
-        done = true;
-        ec = e;
-        value = std::move(r);
-        if (handler) {
-            net::post(ex, [h = std::move(*handler)]() mutable { std::move(h)(); });
-            handler.reset();
-        }
+// The reply slot of one exec(), shared by the multiplexer (which completes it: reply, timeout,
+// connection loss, stop) and the waiting coroutine. The slot owns the waiter's handler until it
+// is completed; completing it posts the handler, so the waiter resumes on a fresh stack.
+struct call_slot final : reply_slot {
+    explicit call_slot(net::any_io_executor e) : ex(std::move(e)) {}
+    void notify() override {
+        if (cancel.is_connected()) cancel.clear();
+        if (!handler) return;
+        auto h = std::move(*handler);  // move-construct only: Boost 1.81's move-assign recurses
+        handler.reset();
+        net::post(ex, [h = std::move(h)]() mutable { std::move(h)(); });
     }
     net::any_io_executor ex;
     std::optional<net::any_completion_handler<void()>> handler;
-    bool done = false;
-    std::error_code ec;
-    reply value;
+    net::cancellation_slot cancel;  ///< the waiter's, while it may still cancel
 };
 
-// Collects the replies of the connect handshake.
-struct collector final : reply_sink {
-    void on_reply(std::error_code e, reply&& r) override {
-        done = true;
-        ec = e;
-        value = std::move(r);
-    }
-    bool done = false;
-    std::error_code ec;
-    reply value;
+// One command of the connect handshake and its reply slot.
+struct handshake_step {
+    std::string what;
+    std::shared_ptr<reply_slot> slot;
 };
 }  // namespace
 
@@ -66,6 +59,7 @@ struct connection::impl : std::enable_shared_from_this<impl> {
           settings(std::move(s)),
           scripts(std::move(sc)),
           socket(ex),
+          resolver(ex),
           wake(ex),
           retry(ex),
           shas(scripts.size()) {}
@@ -74,16 +68,17 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     connection_settings settings;
     std::vector<script> scripts;
     tcp::socket socket;
+    tcp::resolver resolver;
     net::steady_timer wake;   ///< the writer sleeps on it; cancel() wakes it
     net::steady_timer retry;  ///< reconnect backoff
-    multiplexer mux;
+    multiplexer mux;          ///< owns every pending request's reply slot
     std::vector<std::string> shas;
-    bool connected = false;
-    bool stopped = false;
-    bool started = false;
+    phase state = phase::idle;
     bool ever_connected = false;
+    clock::time_point connect_deadline{};  ///< resolve + connect + handshake
     clock::time_point last_write{};
-    clock::time_point last_timeout{};
+    clock::time_point last_trouble{};     ///< last timeout or unavailable reply (health: degraded)
+    std::shared_ptr<reply_slot> recheck;  ///< the ROLE probe after an unavailable reply
     std::string last_error;
     counters stats;
     std::vector<char> read_buffer = std::vector<char>(64 * 1024);
@@ -91,32 +86,70 @@ struct connection::impl : std::enable_shared_from_this<impl> {
 
     void wake_writer() { wake.cancel(); }
 
-    void drop(std::string_view why) {
-        if (!why.empty()) last_error = why;
-        connected = false;
+    // Ends the socket and completes every pending request (calls, handshake steps, probes)
+    // once, with `ec`. The parser starts fresh for the next connection.
+    void lose_connection(std::error_code ec) {
         boost::system::error_code ignored;
         socket.close(ignored);
-        mux.fail_all(client_error::connection_lost);
+        recheck.reset();
+        mux.fail_all(ec);
+    }
+
+    // ready -> draining: calls already sent still get their replies; nothing new is accepted.
+    // Any other phase has no accepted call in flight: closed at once.
+    void begin_drain() {
+        if (state == phase::ready) {
+            state = phase::draining;
+            if (mux.pending() == 0)
+                close_now();
+            else
+                wake_writer();
+            return;
+        }
+        close_now();
+    }
+
+    // Any phase -> closed: every pending call completes now with `stopped`, and whatever the
+    // run loop waits on is cancelled, so it ends at its next step.
+    void close_now() {
+        if (state == phase::closed) return;
+        state = phase::closed;
+        resolver.cancel();
+        wake.cancel();
+        retry.cancel();
+        lose_connection(client_error::stopped);
     }
 
     net::awaitable<void> run() {
         auto self = shared_from_this();
         auto backoff = settings.backoff_min;
-        while (!stopped) {
-            auto ec = co_await connect_and_handshake();
-            if (!ec && !stopped) {
-                connected = true;
+        while (state != phase::closed && state != phase::draining) {
+            state = phase::connecting;
+            auto ec = co_await connect();
+            if (!ec && state == phase::connecting) {
+                state = phase::handshaking;
+                ec = co_await handshake();
+            }
+            if (!ec && state == phase::handshaking) {
+                state = phase::ready;
                 if (ever_connected) ++stats.reconnects;
                 ever_connected = true;
                 last_error.clear();
                 backoff = settings.backoff_min;
                 last_write = clock::now();
                 co_await (reader() || writer() || watchdog());
-                drop("");
-            } else {
-                drop(last_error.empty() ? ec.message() : last_error);
+                ec = make_error_code(client_error::connection_lost);
             }
-            if (stopped) break;
+            bool ending = state == phase::draining || state == phase::closed;
+            if (!ending) {
+                // Not ready from here on: calls fail with not_connected until the next connect.
+                state = phase::connecting;
+                if (last_error.empty()) last_error = ec.message();
+            }
+            // Every request still pending ends here, exactly once: calls with connection_lost,
+            // the steps of a failed handshake with its error.
+            lose_connection(ending ? make_error_code(client_error::stopped) : ec);
+            if (ending) break;
             // Capped exponential backoff with jitter (50-100% of the step), so that many
             // gateways do not reconnect in lockstep after a Redis restart.
             std::uniform_real_distribution<double> jitter(0.5, 1.0);
@@ -126,27 +159,31 @@ struct connection::impl : std::enable_shared_from_this<impl> {
             retry.expires_after(delay);
             co_await retry.async_wait(use_nothrow);
         }
-        connected = false;
-        mux.fail_all(client_error::stopped);
+        state = phase::closed;
+        lose_connection(client_error::stopped);
     }
 
-    net::awaitable<std::error_code> connect_and_handshake() {
+    // connecting: resolve and connect within connect_timeout.
+    net::awaitable<std::error_code> connect() {
         boost::system::error_code ignored;
         socket.close(ignored);
         socket = tcp::socket(executor);
-        auto deadline = clock::now() + settings.connect_timeout;
-        tcp::resolver resolver(executor);
-        net::steady_timer timer(executor, deadline);
+        connect_deadline = clock::now() + settings.connect_timeout;
+        net::steady_timer timer(executor, connect_deadline);
         auto resolved = co_await (
             resolver.async_resolve(settings.host, std::to_string(settings.port), use_nothrow) ||
             timer.async_wait(use_nothrow));
-        if (resolved.index() == 1) co_return make_error_code(client_error::timeout);
+        if (resolved.index() == 1) {
+            last_error = "timed out resolving " + settings.host;
+            co_return make_error_code(client_error::timeout);
+        }
         auto [rec, endpoints] = std::get<0>(resolved);
         if (rec) {
             last_error = "cannot resolve " + settings.host + ": " + rec.message();
             co_return make_error_code(client_error::not_connected);
         }
-        timer.expires_at(deadline);
+        if (state != phase::connecting) co_return make_error_code(client_error::stopped);
+        timer.expires_at(connect_deadline);
         auto connected_to = co_await (net::async_connect(socket, endpoints, use_nothrow) ||
                                       timer.async_wait(use_nothrow));
         if (connected_to.index() == 1) {
@@ -160,27 +197,44 @@ struct connection::impl : std::enable_shared_from_this<impl> {
             co_return make_error_code(client_error::not_connected);
         }
         socket.set_option(tcp::no_delay(true), ignored);
+        co_return std::error_code{};
+    }
 
-        // AUTH, SELECT, every SCRIPT LOAD and a PING go out in one write; their replies come back
-        // in order. The PING makes "connected" mean "Redis answers", not just "TCP accepted".
-        std::vector<std::pair<std::string, collector>> steps;
-        steps.reserve(3 + scripts.size());
-        if (!settings.password.empty()) steps.push_back({"AUTH", {}});
-        if (settings.db != 0) steps.push_back({"SELECT", {}});
+    // handshaking: AUTH first, on its own (Redis drops an unauthenticated client that sends a
+    // large command, such as a SCRIPT LOAD, before its AUTH reply could be read); then SELECT,
+    // every SCRIPT LOAD and ROLE in one write, their replies in order. The steps' slots are
+    // shared with the multiplexer, so when this fails half-way (timeout, closed socket) the run
+    // loop's fail_all completes them safely.
+    net::awaitable<std::error_code> handshake() {
+        std::vector<handshake_step> steps;
+        auto add = [&](std::string what, std::string encoded) {
+            auto slot = std::make_shared<reply_slot>();
+            mux.push(std::move(encoded), slot);
+            steps.push_back({std::move(what), std::move(slot)});
+        };
+        std::size_t checked = 0;
+        if (!settings.password.empty()) {
+            add("AUTH", command("AUTH", settings.password));
+            if (auto ec = co_await handshake_round(steps, checked)) co_return ec;
+        }
+        if (settings.db != 0) add("SELECT", command("SELECT", std::to_string(settings.db)));
         for (const auto& s : scripts)
-            steps.push_back({"SCRIPT LOAD " + s.name, {}});
-        steps.push_back({"PING", {}});
-        std::size_t i = 0;
-        if (!settings.password.empty())
-            mux.push(command("AUTH", settings.password), &steps[i++].second);
-        std::string db = std::to_string(settings.db);
-        if (settings.db != 0) mux.push(command("SELECT", db), &steps[i++].second);
-        for (const auto& s : scripts)
-            mux.push(command("SCRIPT", "LOAD", s.source), &steps[i++].second);
-        mux.push(command("PING"), &steps[i++].second);
+            add("SCRIPT LOAD " + s.name, command("SCRIPT", "LOAD", s.source));
+        // ROLE last: "ready" means this server answers, and is a master (our scripts write).
+        add("ROLE", command("ROLE"));
+        if (auto ec = co_await handshake_round(steps, checked)) co_return ec;
+        std::size_t script_index = 0;
+        for (auto& [what, slot] : steps)
+            if (what.rfind("SCRIPT LOAD", 0) == 0) shas[script_index++] = slot->value().str;
+        co_return std::error_code{};
+    }
 
+    // Writes the steps queued since the last round, reads until the last one is answered, and
+    // judges steps[checked..]. A step refused by Redis names itself in last_error.
+    net::awaitable<std::error_code> handshake_round(std::vector<handshake_step>& steps,
+                                                    std::size_t& checked) {
         auto out = mux.prepare_write();
-        timer.expires_at(deadline);
+        net::steady_timer timer(executor, connect_deadline);
         auto wrote = co_await (net::async_write(socket, net::buffer(out), use_nothrow) ||
                                timer.async_wait(use_nothrow));
         if (wrote.index() == 1 || std::get<0>(std::get<0>(wrote))) {
@@ -188,7 +242,7 @@ struct connection::impl : std::enable_shared_from_this<impl> {
             co_return make_error_code(client_error::handshake_failed);
         }
         mux.commit_write(clock::now());
-        while (!steps.back().second.done) {
+        while (!steps.back().slot->done()) {
             auto got = co_await (socket.async_read_some(net::buffer(read_buffer), use_nothrow) ||
                                  timer.async_wait(use_nothrow));
             if (got.index() == 1) {
@@ -205,23 +259,70 @@ struct connection::impl : std::enable_shared_from_this<impl> {
                 co_return pe;
             }
         }
-        std::size_t script_index = 0;
-        for (auto& [what, c] : steps) {
-            if (c.value.is_error()) {
-                last_error = what + " refused by Redis: " + c.value.str;
+        mux.take_unavailable();  // judged below, step by step
+        for (; checked < steps.size(); ++checked) {
+            const auto& [what, slot] = steps[checked];
+            const auto& r = slot->value();
+            if (slot->error()) {
+                last_error = what + " failed: " + slot->error().message();
                 co_return make_error_code(client_error::handshake_failed);
             }
-            if (what.rfind("SCRIPT LOAD", 0) == 0) shas[script_index++] = c.value.str;
+            if (what == "ROLE") {
+                if (auto why = role_problem(r); !why.empty()) {
+                    last_error = why;
+                    co_return make_error_code(client_error::handshake_failed);
+                }
+            } else if (r.is_error()) {
+                last_error = what + " refused by Redis: " + r.str;
+                co_return make_error_code(client_error::handshake_failed);
+            }
         }
         co_return std::error_code{};
+    }
+
+    // Why a ROLE reply rules this server out ("" when it is usable). A user whose ACL forbids
+    // ROLE (NOPERM) is taken at its word; an unavailable reply or a replica is not usable.
+    std::string role_problem(const reply& r) const {
+        auto where = settings.host + ":" + std::to_string(settings.port);
+        if (r.is_unavailable_error()) return "Redis at " + where + " answered ROLE with " + r.str;
+        if (r.type == reply::kind::array && !r.elements.empty() && r.elements[0].str != "master")
+            return "Redis at " + where + " is a " + r.elements[0].str + ", not a master";
+        return {};
+    }
+
+    // ready: after a READONLY, LOADING, MASTERDOWN, CLUSTERDOWN, OOM or BUSY reply, one ROLE
+    // probe at a time asks whether this is still a master.
+    void start_recheck(const std::string& what) {
+        last_trouble = clock::now();
+        if (recheck || state != phase::ready) return;
+        ++stats.rechecks;
+        recheck = std::make_shared<reply_slot>();
+        mux.push(command("ROLE"), recheck, 1, clock::now() + settings.command_timeout);
+        wake_writer();
+        last_error = "Redis answered " + what.substr(0, what.find(' ')) + ": re-checking its role";
+    }
+
+    // True when the finished probe says to reconnect (a replica now, or no answer in time).
+    bool recheck_says_reconnect() {
+        if (!recheck || !recheck->done()) return false;
+        auto probe = std::move(recheck);
+        if (probe->error()) {
+            last_error = "Redis did not answer the ROLE re-check: " + probe->error().message();
+            return true;
+        }
+        if (auto why = role_problem(probe->value()); !why.empty()) {
+            last_error = why + ": reconnecting";
+            return true;
+        }
+        return false;
     }
 
     net::awaitable<void> reader() {
         for (;;) {
             auto [ec, n] = co_await socket.async_read_some(net::buffer(read_buffer), use_nothrow);
             if (ec) {
-                // Cancelled by a sibling (watchdog, writer): keep the sibling's reason.
-                if (ec != net::error::operation_aborted)
+                // Cancelled by a sibling (watchdog, writer) or close(): keep their reason.
+                if (ec != net::error::operation_aborted && state == phase::ready)
                     last_error = "Redis connection closed: " + ec.message();
                 co_return;
             }
@@ -229,6 +330,9 @@ struct connection::impl : std::enable_shared_from_this<impl> {
                 last_error = "Redis protocol error: reconnecting with a fresh parser";
                 co_return;
             }
+            if (auto what = mux.take_unavailable(); !what.empty()) start_recheck(what);
+            if (recheck_says_reconnect()) co_return;
+            if (state == phase::draining && mux.pending() == 0) co_return;
         }
     }
 
@@ -238,7 +342,7 @@ struct connection::impl : std::enable_shared_from_this<impl> {
                 auto out = mux.prepare_write();
                 auto [ec, n] = co_await net::async_write(socket, net::buffer(out), use_nothrow);
                 if (ec) {
-                    if (ec != net::error::operation_aborted)
+                    if (ec != net::error::operation_aborted && state == phase::ready)
                         last_error = "Redis write failed: " + ec.message();
                     co_return;
                 }
@@ -247,7 +351,7 @@ struct connection::impl : std::enable_shared_from_this<impl> {
             }
             wake.expires_at(clock::time_point::max());
             co_await wake.async_wait(use_nothrow);
-            if (stopped) co_return;
+            if (state == phase::closed) co_return;
         }
     }
 
@@ -260,13 +364,18 @@ struct connection::impl : std::enable_shared_from_this<impl> {
         for (;;) {
             t.expires_after(tick);
             co_await t.async_wait(use_nothrow);
-            if (stopped) co_return;
+            if (state == phase::closed) co_return;
             auto now = clock::now();
             mux.expire(now);
+            if (recheck_says_reconnect()) co_return;
             if (auto oldest = mux.oldest_written(); oldest && now - *oldest > settings.watchdog) {
                 // A stalled server must not grow memory without bound: drop and fail everything.
                 last_error = "Redis did not answer within the watchdog limit";
                 co_return;
+            }
+            if (state == phase::draining) {
+                if (mux.pending() == 0) co_return;
+                continue;
             }
             if (mux.pending() == 0 && now - last_write > settings.ping_interval) {
                 mux.push(command("PING"), nullptr);
@@ -278,20 +387,51 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     net::awaitable<result> exec(std::string encoded) {
         auto self = shared_from_this();
         ++stats.commands;
-        if (stopped) co_return fail(client_error::stopped);
-        if (!connected) co_return fail(client_error::not_connected);
+        if (state == phase::draining || state == phase::closed)
+            co_return fail(client_error::stopped);
+        if (state != phase::ready) co_return fail(client_error::not_connected);
         if (mux.pending() >= settings.max_pending) co_return fail(client_error::too_many_pending);
-        call c(executor);
-        mux.push(std::move(encoded), &c, 1, clock::now() + settings.command_timeout);
+        auto slot = std::make_shared<call_slot>(executor);
+        auto id = mux.push(std::move(encoded), slot, 1, clock::now() + settings.command_timeout);
         wake_writer();
         co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
-            [&c](auto handler) { c.handler.emplace(std::move(handler)); }, net::use_awaitable);
-        if (c.ec == client_error::timeout) {
-            ++stats.timeouts;
-            last_timeout = clock::now();
+            [this, &slot, id](auto handler) { wait_for(slot, id, std::move(handler)); },
+            net::use_awaitable);
+        std::error_code ec = slot->error();
+        reply value = std::move(slot->value());
+        if (!ec && value.is_unavailable_error()) {
+            ec = make_error_code(client_error::server_unavailable);
+            ++stats.unavailable;
         }
-        if (c.ec) ++stats.errors;
-        co_return result{c.ec, std::move(c.value)};
+        if (ec == client_error::timeout) {
+            ++stats.timeouts;
+            last_trouble = clock::now();
+        }
+        if (ec) ++stats.errors;
+        co_return result{ec, std::move(value)};
+    }
+
+    // Parks the waiter's handler in its slot. A cancellation of the waiter abandons the request
+    // (a written one keeps its FIFO place) and completes the slot with operation_canceled.
+    template <class Handler>
+    void wait_for(const std::shared_ptr<call_slot>& slot, multiplexer::handle id, Handler handler) {
+        auto cs = net::get_associated_cancellation_slot(handler);
+        slot->handler.emplace(std::move(handler));
+        if (slot->done()) {  // completed already: resume at once (through the executor)
+            slot->notify();
+            return;
+        }
+        if (!cs.is_connected()) return;
+        slot->cancel = cs;
+        cs.assign(
+            [w = weak_from_this(), s = std::weak_ptr<call_slot>(slot), id](net::cancellation_type) {
+                auto self = w.lock();
+                auto c = s.lock();
+                if (!self || !c || c->done()) return;
+                c->cancel = net::cancellation_slot();  // running inside it: never clear() it here
+                self->mux.abandon(id);
+                c->on_reply(std::make_error_code(std::errc::operation_canceled), reply{});
+            });
     }
 
     result fail(client_error e) {
@@ -305,27 +445,21 @@ connection::connection(net::any_io_executor ex, connection_settings settings,
     : impl_(std::make_shared<impl>(std::move(ex), std::move(settings), std::move(scripts))) {}
 
 connection::~connection() {
-    stop();
+    close();
 }
 
 void connection::start() {
-    if (impl_->started) return;
-    impl_->started = true;
+    if (impl_->state != phase::idle) return;
+    impl_->state = phase::connecting;
     net::co_spawn(impl_->executor, impl_->run(), net::detached);
 }
 
 void connection::stop() {
-    if (impl_->stopped) return;
-    impl_->stopped = true;
-    boost::system::error_code ignored;
-    // Wakes the run loop; it fails whatever is pending with `stopped` and ends.
-    net::post(impl_->executor, [i = impl_] {
-        boost::system::error_code ignored2;
-        i->socket.cancel(ignored2);
-        i->socket.close(ignored2);
-        i->wake.cancel();
-        i->retry.cancel();
-    });
+    impl_->begin_drain();
+}
+
+void connection::close() {
+    impl_->close_now();
 }
 
 net::awaitable<result> connection::exec(std::string encoded) {
@@ -357,9 +491,13 @@ net::awaitable<result> connection::eval(std::size_t index,
 }
 
 connection::health connection::state() const {
-    if (!impl_->connected) return health::down;
-    if (clock::now() - impl_->last_timeout < std::chrono::seconds(1)) return health::degraded;
+    if (impl_->state != phase::ready && impl_->state != phase::draining) return health::down;
+    if (clock::now() - impl_->last_trouble < std::chrono::seconds(1)) return health::degraded;
     return health::connected;
+}
+
+connection::phase connection::current_phase() const {
+    return impl_->state;
 }
 
 std::string connection::last_error() const {

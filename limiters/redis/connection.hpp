@@ -1,7 +1,14 @@
 // One Redis connection per event loop (no lock on the request path), driving the sans-I/O
 // multiplexer over Asio: auto-corked pipelined writes, FIFO replies, per-call deadlines, a
-// watchdog for a stalled server, idle PING, AUTH/SELECT and SCRIPT LOAD on every connect,
+// watchdog for a stalled server, idle PING, AUTH/SELECT, SCRIPT LOAD and ROLE on every connect,
 // reconnect with capped exponential backoff and jitter, EVALSHA with transparent NOSCRIPT retry.
+//
+// The connection is an owning state machine, after Boost.Redis's connection:
+//   connecting -> handshaking -> ready -> (connection lost) -> connecting ...
+//   ready -> draining (stop()) -> closed;  any phase -> closed (close(), destructor)
+// Every pending request's reply slot is owned by the connection (shared with its waiter), and
+// every way out of a phase completes every pending request exactly once, with an error when
+// there is no reply: connection_lost, handshake_failed, timeout, stopped.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -49,20 +56,31 @@ struct result {
 class connection {
   public:
     enum class health { connected, degraded, down };
+    /// Where the state machine stands (see the top of this file).
+    enum class phase { idle, connecting, handshaking, ready, draining, closed };
 
     connection(boost::asio::any_io_executor ex, connection_settings settings,
                std::vector<script> scripts = {});
-    ~connection();  ///< stops the connection; pending calls fail with `stopped`
+    ~connection();  ///< close(): pending calls fail with `stopped`
     connection(const connection&) = delete;
     connection& operator=(const connection&) = delete;
 
     /// Starts connecting (and reconnecting) in the background on the executor.
     void start();
+    /// Graceful stop: new calls fail with `stopped`; calls already sent still get their replies
+    /// (each within its command_timeout), then the connection closes. Call it on the
+    /// executor's thread, or while the executor does not run.
     void stop();
+    /// Immediate stop: every pending call completes at once with `stopped` (its waiter resumes
+    /// through the executor) and the socket closes. Same threading rule as stop().
+    void close();
 
     /// Sends one encoded command (see encode_command). Completes with the reply, or with
     /// not_connected / too_many_pending at once, timeout after command_timeout,
-    /// connection_lost or stopped.
+    /// connection_lost, stopped, server_unavailable (a READONLY, LOADING, MASTERDOWN,
+    /// CLUSTERDOWN, OOM or BUSY reply, kept in `value`; the connection re-checks the server),
+    /// or std::errc::operation_canceled when the awaiting coroutine is cancelled (the command
+    /// may still run on the server; its reply is dropped).
     boost::asio::awaitable<result> exec(std::string encoded);
 
     /// EVALSHA of script `index` (order given at construction); a NOSCRIPT reply is retried
@@ -71,8 +89,11 @@ class connection {
                                         const std::vector<std::string_view>& keys,
                                         const std::vector<std::string_view>& args);
 
-    /// connected; degraded (connected, but a call timed out in the last second); down.
+    /// connected; degraded (connected, but a call timed out or Redis answered with an
+    /// unavailable error in the last second); down.
     health state() const;
+    /// The state machine's phase.
+    phase current_phase() const;
     /// The last connection or handshake error, for logs ("" when none).
     std::string last_error() const;
 
@@ -84,6 +105,8 @@ class connection {
         std::uint64_t noscript_retries = 0;  ///< NOSCRIPT replies answered by EVAL
         std::uint64_t writes = 0;            ///< socket writes
         std::uint64_t commands_written = 0;  ///< commands in those writes
+        std::uint64_t unavailable = 0;       ///< calls failed with server_unavailable
+        std::uint64_t rechecks = 0;          ///< ROLE re-checks after such a reply
     };
     counters stats() const;
 

@@ -3,7 +3,9 @@
 #include <hiredis/hiredis.h>
 
 #include <algorithm>
+#include <memory>
 #include <utility>
+#include <vector>
 
 namespace rategate::limiters::redis {
 
@@ -28,6 +30,9 @@ class category : public std::error_category {
                 return "Redis handshake (AUTH/SELECT/SCRIPT LOAD) failed";
             case client_error::stopped:
                 return "Redis client stopped";
+            case client_error::server_unavailable:
+                return "Redis cannot serve the call now (READONLY, LOADING, MASTERDOWN, "
+                       "CLUSTERDOWN, OOM or BUSY)";
         }
         return "unknown Redis client error";
     }
@@ -101,6 +106,14 @@ std::error_code make_error_code(client_error e) {
     return {static_cast<int>(e), client_category()};
 }
 
+void reply_slot::on_reply(std::error_code ec, reply&& r) {
+    if (done_) return;
+    done_ = true;
+    ec_ = ec;
+    value_ = std::move(r);
+    notify();
+}
+
 multiplexer::multiplexer() {
     reset_reader();
 }
@@ -117,33 +130,30 @@ void multiplexer::reset_reader() {
     reader_->fn = bounded_functions(reader_->fn);
 }
 
-multiplexer::handle multiplexer::push(std::string encoded, reply_sink* sink, std::size_t replies,
+multiplexer::handle multiplexer::push(std::string encoded, sink_ptr sink, std::size_t replies,
                                       clock::time_point deadline) {
     auto id = next_++;
-    waiting_.push_back(entry{id, sink, replies, std::move(encoded), {}, deadline});
+    waiting_.push_back(entry{id, std::move(sink), replies, std::move(encoded), {}, deadline});
     return id;
 }
 
 std::size_t multiplexer::expire(clock::time_point now) {
-    std::size_t n = 0;
-    for (auto& e : in_flight_) {
-        if (e.sink && e.deadline < now) {
-            auto* sink = std::exchange(e.sink, nullptr);  // its reply will be read and dropped
-            sink->on_reply(client_error::timeout, reply{});
-            ++n;
-        }
-    }
+    // Collected first, completed after: a sink may push again while it is completed.
+    std::vector<sink_ptr> expired;
+    for (auto& e : in_flight_)
+        if (e.sink && e.deadline < now)
+            expired.push_back(std::move(e.sink));  // its reply will be read and dropped
     for (auto it = waiting_.begin(); it != waiting_.end();) {
         if (it->deadline < now) {
-            auto* sink = it->sink;
+            if (it->sink) expired.push_back(std::move(it->sink));
             it = waiting_.erase(it);
-            if (sink) sink->on_reply(client_error::timeout, reply{});
-            ++n;
         } else {
             ++it;
         }
     }
-    return n;
+    for (auto& sink : expired)
+        sink->on_reply(client_error::timeout, reply{});
+    return expired.size();
 }
 
 std::string_view multiplexer::prepare_write() {
@@ -180,33 +190,33 @@ std::error_code multiplexer::consume(const char* data, std::size_t n) {
         void* raw = nullptr;
         if (redisReaderGetReply(reader_, &raw) != REDIS_OK) return client_error::protocol_error;
         if (!raw) return {};
-        auto* r = static_cast<redisReply*>(raw);
-        if (in_flight_.empty()) {
-            freeReplyObject(r);
-            return client_error::protocol_error;  // a reply nobody asked for: stream misaligned
-        }
+        std::unique_ptr<redisReply, void (*)(void*)> r(static_cast<redisReply*>(raw),
+                                                       freeReplyObject);
+        if (in_flight_.empty()) return client_error::protocol_error;  // nobody asked: misaligned
         auto& front = in_flight_.front();
-        if (--front.replies > 0) {
-            freeReplyObject(r);
-            continue;
-        }
-        auto* sink = front.sink;
+        if (--front.replies > 0) continue;
+        auto sink = std::move(front.sink);
         if (staged_ > 0 && in_flight_.size() <= staged_) --staged_;
         in_flight_.pop_front();
-        if (sink) sink->on_reply({}, convert(r));
-        freeReplyObject(r);
+        auto value = convert(r.get());
+        if (unavailable_.empty() && value.is_unavailable_error()) unavailable_ = value.str;
+        if (sink) sink->on_reply({}, std::move(value));
     }
 }
 
-void multiplexer::abandon(handle h) {
+bool multiplexer::abandon(handle h) {
     if (auto it = find_entry(waiting_, h); it != waiting_.end()) {
+        bool live = it->sink != nullptr;
         waiting_.erase(it);
-        return;
+        return live;
     }
-    if (auto it = find_entry(in_flight_, h); it != in_flight_.end()) it->sink = nullptr;
+    if (auto it = find_entry(in_flight_, h); it != in_flight_.end())
+        return std::exchange(it->sink, nullptr) != nullptr;
+    return false;
 }
 
 void multiplexer::fail_all(std::error_code ec) {
+    // Taken out first: every request is completed once, even if a sink pushes a new one.
     auto in_flight = std::move(in_flight_);
     auto waiting = std::move(waiting_);
     in_flight_.clear();
@@ -215,7 +225,7 @@ void multiplexer::fail_all(std::error_code ec) {
     reset_reader();
     for (auto* d : {&in_flight, &waiting})
         for (auto& e : *d)
-            if (e.sink) e.sink->on_reply(ec, reply{});
+            if (auto sink = std::move(e.sink)) sink->on_reply(ec, reply{});
 }
 
 std::optional<multiplexer::clock::time_point> multiplexer::oldest_written() const {

@@ -2,9 +2,25 @@
 
 #include <hiredis/hiredis.h>
 
+#include <array>
 #include <stdexcept>
 
 namespace rategate::limiters::redis {
+
+std::string_view reply::error_code() const {
+    if (type != kind::error) return {};
+    std::string_view s(str);
+    return s.substr(0, s.find(' '));
+}
+
+bool reply::is_unavailable_error() const {
+    static constexpr std::array<std::string_view, 6> codes = {
+        "READONLY", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "OOM", "BUSY"};
+    auto code = error_code();
+    for (auto c : codes)
+        if (code == c) return true;
+    return false;
+}
 
 void append_command(std::string& out, const std::vector<std::string_view>& args) {
     std::vector<const char*> argv;

@@ -22,6 +22,12 @@ struct reply {
     bool is_error(std::string_view code) const {
         return type == kind::error && str.compare(0, code.size(), code) == 0;
     }
+    /// The code of an error reply: its first word ("WRONGPASS", "ERR"); "" for other replies.
+    std::string_view error_code() const;
+    /// True for an error reply that says the server cannot serve writes right now rather than
+    /// that the command was wrong: READONLY, LOADING, MASTERDOWN, CLUSTERDOWN, OOM, BUSY. The
+    /// call fails and the connection re-checks the server (SPEC §2 "Redis deployments").
+    bool is_unavailable_error() const;
 };
 
 /// Encodes a command as a RESP array of bulk strings (hiredis `redisFormatCommandArgv`).

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -81,10 +82,10 @@ struct outcome {
 // first error as the connection would.
 outcome run(const setup& s, const std::string& wire, const std::vector<std::size_t>& cuts) {
     multiplexer m;
-    recorder rec;
+    auto rec = std::make_shared<recorder>();
     std::vector<multiplexer::handle> handles;
     for (std::size_t i = 0; i < s.requests; ++i)
-        handles.push_back(m.push(command("GET", "k"), &rec, s.replies_each));
+        handles.push_back(m.push(command("GET", "k"), rec, s.replies_each));
     m.prepare_write();
     m.commit_write(std::chrono::steady_clock::now());
     for (std::size_t i = 0; i < s.requests; ++i)
@@ -101,7 +102,7 @@ outcome run(const setup& s, const std::string& wire, const std::vector<std::size
             break;
         }
     }
-    out.replies = std::move(rec.got);
+    out.replies = std::move(rec->got);
     out.pending = m.pending();
     require(out.pending <= s.requests);
     return out;

@@ -3,11 +3,14 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include "limiters/redis/connection.hpp"
@@ -16,7 +19,9 @@
 namespace net = boost::asio;
 using namespace rategate::limiters::redis;
 using namespace std::chrono_literals;
+using rategate::test::fault_proxy;
 using rategate::test::redis_server;
+using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -32,6 +37,7 @@ T run(net::io_context& ioc, net::awaitable<T> aw, std::chrono::seconds cap = 20s
     auto deadline = std::chrono::steady_clock::now() + cap;
     while (fut.wait_for(0s) != std::future_status::ready) {
         REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "wall-clock cap exceeded");
+        if (ioc.stopped()) ioc.restart();  // it ran out of work once (a closed connection)
         ioc.run_one_for(10ms);
     }
     return fut.get();
@@ -59,6 +65,85 @@ connection_settings settings_for(const redis_server& s) {
 }
 
 const script incr_script{"incr_by", "return redis.call('INCRBY', KEYS[1], ARGV[1])"};
+
+// Settings for the fault tests: quick reconnects, so a storm of callers spans many attempts.
+connection_settings fault_settings(unsigned short port) {
+    connection_settings cs;
+    cs.port = port;
+    cs.connect_timeout = 200ms;
+    cs.command_timeout = 2000ms;
+    cs.watchdog = 4000ms;
+    cs.backoff_min = 2ms;
+    cs.backoff_max = 20ms;
+    return cs;
+}
+
+// How the calls of a storm ended.
+struct storm_result {
+    int calls = 0, ok = 0, failed = 0;
+    std::map<std::string, int> by_error;  ///< failed calls by error message
+    bool each_caller_once = true;         ///< every caller finished exactly once
+};
+
+// `callers` coroutines on `c`, started ten at a time `spread` apart; each makes up to
+// `calls_each` calls, stopping at its first error when `until_error`. `during` (optional) runs
+// 100 ms in, while the calls are in flight. Returns once every caller has finished, under the
+// wall-clock cap: a call that never completed would trip the cap, one completed twice would
+// resume its coroutine twice (a sanitizer finding) or skew the counts.
+storm_result storm(net::io_context& ioc, connection& c, int callers,
+                   std::chrono::milliseconds spread, int calls_each, bool until_error,
+                   std::function<void()> during = {}) {
+    storm_result out;
+    std::vector<int> finished(static_cast<std::size_t>(callers), 0);
+    int done = 0;
+    auto caller = [&](int i) -> net::awaitable<void> {
+        for (int k = 0; k < calls_each; ++k) {
+            auto r = co_await c.eval(0, strings("storm"), strings("1"));
+            ++out.calls;
+            if (r.ec) {
+                ++out.failed;
+                ++out.by_error[r.ec.message()];
+                if (until_error) break;
+            } else {
+                ++out.ok;
+            }
+        }
+        ++finished[static_cast<std::size_t>(i)];
+        ++done;
+    };
+    run(ioc, [&]() -> net::awaitable<void> {
+        auto ex = co_await net::this_coro::executor;
+        for (int i = 0; i < callers; ++i) {
+            net::co_spawn(ex, caller(i), net::detached);
+            if (spread.count() > 0 && i % 10 == 9) co_await sleep_for(spread);
+        }
+        if (during) {
+            co_await sleep_for(100ms);
+            during();
+        }
+        while (done < callers)
+            co_await sleep_for(2ms);
+    }());
+    for (int f : finished)
+        if (f != 1) out.each_caller_once = false;
+    return out;
+}
+
+std::string describe(const storm_result& r) {
+    std::string s = std::to_string(r.calls) + " calls, " + std::to_string(r.ok) + " ok";
+    for (const auto& [what, n] : r.by_error)
+        s += ", " + std::to_string(n) + " \"" + what + "\"";
+    return s;
+}
+
+// After a fault has cleared: the connection comes back and a storm of calls all succeed.
+void expect_recovery(net::io_context& ioc, connection& c) {
+    REQUIRE(run(ioc, wait_connected(c, 10000ms)));
+    auto up = storm(ioc, c, 100, 0ms, 5, false);
+    INFO(describe(up));
+    CHECK(up.each_caller_once);
+    CHECK(up.ok == 500);
+}
 
 }  // namespace
 
@@ -289,4 +374,229 @@ TEST_CASE("stop fails pending calls and ends the connection") {
     CHECK(r.ec == client_error::stopped);
     c.reset();
     ioc.run_for(100ms);  // the run loop finishes on its own, holding its state alive
+}
+
+TEST_CASE("refused: every caller fails at once with not_connected, then calls work") {
+    auto port = rategate::test::free_port();
+    net::io_context ioc;
+    connection c(ioc.get_executor(), fault_settings(port), {incr_script});
+    c.start();
+    auto down = storm(ioc, c, 300, 5ms, 1, false);
+    MESSAGE("refused: " << describe(down) << "; last error: " << c.last_error());
+    CHECK(down.each_caller_once);
+    CHECK(down.failed == 300);
+    CHECK(down.by_error["not connected to Redis"] == 300);
+    CHECK(c.last_error().find("cannot connect") != std::string::npos);
+    redis_server server({}, port);
+    expect_recovery(ioc, c);
+}
+
+TEST_CASE("wrong password: handshakes fail with WRONGPASS, callers fail, then calls work") {
+    redis_server server({"--requirepass", "right"});
+    net::io_context ioc;
+    auto cs = fault_settings(server.port());
+    cs.password = "wrong";
+    connection c(ioc.get_executor(), cs, {incr_script});
+    c.start();
+    auto down = storm(ioc, c, 300, 5ms, 1, false);
+    MESSAGE("wrong password: " << describe(down) << "; last error: " << c.last_error());
+    CHECK(down.each_caller_once);
+    CHECK(down.failed == 300);
+    CHECK(c.state() == connection::health::down);
+    CHECK(c.last_error().find("WRONGPASS") != std::string::npos);
+    // The fault clears: the server now wants the password the client has.
+    CHECK(server.cli("CONFIG SET requirepass wrong") == "OK");
+    expect_recovery(ioc, c);
+}
+
+TEST_CASE("a server that fails the handshake: closes, resets, never answers, or hangs up") {
+    struct fault {
+        fault_proxy::mode mode;
+        const char* name;
+        const char* error;  ///< in last_error
+    };
+    const fault faults[] = {
+        {fault_proxy::mode::close_at_first, "FIN after the first command", "during the handshake"},
+        {fault_proxy::mode::reset_at_first, "RST after the first command", "during the handshake"},
+        {fault_proxy::mode::silent, "no answer (handshake timeout)", "handshake timed out"},
+        {fault_proxy::mode::refuse, "FIN before reading", "handshake"},
+    };
+    for (const auto& f : faults) {
+        CAPTURE(f.name);
+        redis_server server;
+        fault_proxy proxy(server.port(), f.mode);
+        net::io_context ioc;
+        connection c(ioc.get_executor(), fault_settings(proxy.port()), {incr_script});
+        c.start();
+        // Long enough for several handshake attempts, even the 200 ms timeouts.
+        auto down = storm(ioc, c, 300, 15ms, 1, false);
+        run(ioc, [&]() -> net::awaitable<void> {
+            while (proxy.accepted() < 2)
+                co_await sleep_for(5ms);
+        }());
+        MESSAGE(f.name << ": " << describe(down) << "; " << proxy.accepted()
+                       << " handshakes tried; last error: " << c.last_error());
+        CHECK(down.each_caller_once);
+        CHECK(down.failed == 300);
+        CHECK(down.by_error["not connected to Redis"] == 300);
+        CHECK(c.last_error().find(f.error) != std::string::npos);
+        proxy.set_mode(fault_proxy::mode::pass);
+        expect_recovery(ioc, c);
+    }
+}
+
+TEST_CASE(
+    "the server closing or resetting mid-pipeline: every caller fails once, then calls work") {
+    for (bool reset : {false, true}) {
+        CAPTURE(reset);
+        redis_server server;
+        fault_proxy proxy(server.port());
+        net::io_context ioc;
+        connection c(ioc.get_executor(), fault_settings(proxy.port()), {incr_script});
+        c.start();
+        REQUIRE(run(ioc, wait_connected(c)));
+        // 300 callers call in a loop until the cut makes their call fail: it lands mid-stream.
+        auto cut = storm(ioc, c, 300, 0ms, 1'000'000, true, [&] { proxy.cut(reset); });
+        MESSAGE((reset ? "RST" : "FIN") << " mid-pipeline: " << describe(cut));
+        CHECK(cut.each_caller_once);
+        CHECK(cut.ok > 0);
+        CHECK(cut.failed == 300);
+        // In flight at the cut: connection_lost; called in the moment after it: not_connected.
+        CHECK(cut.by_error["connection to Redis lost"] + cut.by_error["not connected to Redis"] ==
+              300);
+        CHECK(cut.by_error["connection to Redis lost"] > 0);
+        expect_recovery(ioc, c);
+        CHECK(c.stats().reconnects >= 1);
+    }
+}
+
+TEST_CASE("READONLY fails the call and the ROLE re-check reconnects; a replica is refused") {
+    redis_server server, other;
+    net::io_context ioc;
+    auto cs = fault_settings(server.port());
+    connection c(ioc.get_executor(), cs, {incr_script});
+    c.start();
+    REQUIRE(run(ioc, wait_connected(c)));
+    CHECK(server.cli("REPLICAOF 127.0.0.1 " + std::to_string(other.port())) == "OK");
+    run(ioc, [&]() -> net::awaitable<void> {
+        auto r = co_await c.eval(0, strings("k"), strings("1"));
+        MESSAGE("write to a replica: " << r.ec.message() << " / " << r.value.str);
+        CHECK(r.ec == client_error::server_unavailable);
+        CHECK(r.value.is_unavailable_error());
+        // The ROLE re-check sees a replica: the connection drops, and the handshake refuses it.
+        auto until = std::chrono::steady_clock::now() + 5s;
+        while (c.last_error().find("not a master") == std::string::npos &&
+               std::chrono::steady_clock::now() < until)
+            co_await sleep_for(5ms);
+    }());
+    CHECK(c.stats().rechecks >= 1);
+    CHECK(c.state() == connection::health::down);
+    CHECK(c.last_error().find("not a master") != std::string::npos);
+    auto down = run(ioc, c.exec(command("PING")));
+    CHECK(down.ec == client_error::not_connected);
+    CHECK(server.cli("REPLICAOF NO ONE") == "OK");
+    expect_recovery(ioc, c);
+}
+
+TEST_CASE("OOM fails the call as unavailable; ROLE says master, so the connection stays") {
+    redis_server server;
+    net::io_context ioc;
+    connection c(ioc.get_executor(), fault_settings(server.port()), {incr_script});
+    c.start();
+    REQUIRE(run(ioc, wait_connected(c)));
+    CHECK(server.cli("CONFIG SET maxmemory 1") == "OK");
+    run(ioc, [&]() -> net::awaitable<void> {
+        auto r = co_await c.eval(0, strings("k"), strings("1"));
+        CHECK(r.ec == client_error::server_unavailable);
+        CHECK(r.value.is_error("OOM"));
+        co_await sleep_for(200ms);  // the re-check answers
+    }());
+    CHECK(c.stats().rechecks == 1);
+    CHECK(c.stats().unavailable == 1);
+    CHECK(c.state() == connection::health::degraded);  // not down: still a usable master
+    CHECK(c.stats().reconnects == 0);
+    CHECK(server.cli("CONFIG SET maxmemory 0") == "OK");
+    auto ok = run(ioc, c.eval(0, strings("k"), strings("1")));
+    CHECK_FALSE(ok.ec);
+    CHECK(ok.value.integer == 1);
+}
+
+TEST_CASE("a cancelled call completes once, and the stream stays aligned") {
+    redis_server server({"--enable-debug-command", "yes"});
+    net::io_context ioc;
+    connection c(ioc.get_executor(), settings_for(server));
+    c.start();
+    REQUIRE(run(ioc, wait_connected(c)));
+    run(ioc, [&]() -> net::awaitable<void> {
+        CHECK((co_await c.exec(command("SET", "k", "v"))).value.str == "OK");
+        // The sleep is written, then its waiter gives up: its reply must be read and dropped.
+        auto raced = co_await (c.exec(command("DEBUG", "SLEEP", "0.2")) || sleep_for(20ms));
+        CHECK(raced.index() == 1);
+        auto get = co_await c.exec(command("GET", "k"));
+        CHECK_FALSE(get.ec);
+        CHECK(get.value.str == "v");
+        auto ping = co_await c.exec(command("PING"));
+        CHECK(ping.value.str == "PONG");
+    }());
+    CHECK(c.stats().errors == 1);  // the cancelled one
+}
+
+TEST_CASE("close() completes every pending call at once with stopped") {
+    redis_server server({"--enable-debug-command", "yes"});
+    net::io_context ioc;
+    connection c(ioc.get_executor(), settings_for(server));
+    c.start();
+    REQUIRE(run(ioc, wait_connected(c)));
+    int stopped = 0, done = 0;
+    auto one = [&](std::string cmd) -> net::awaitable<void> {
+        auto r = co_await c.exec(std::move(cmd));
+        if (r.ec == client_error::stopped) ++stopped;
+        ++done;
+    };
+    net::co_spawn(ioc, one(command("DEBUG", "SLEEP", "0.5")), net::detached);
+    for (int i = 0; i < 200; ++i)
+        net::co_spawn(ioc, one(command("PING")), net::detached);
+    auto took = std::chrono::steady_clock::now();
+    run(ioc, [&]() -> net::awaitable<void> {
+        co_await sleep_for(50ms);
+        c.close();
+        while (done < 201)
+            co_await sleep_for(1ms);
+    }());
+    CHECK(std::chrono::steady_clock::now() - took < 400ms);
+    CHECK(stopped == 201);
+    CHECK(c.current_phase() == connection::phase::closed);
+    CHECK(run(ioc, c.exec(command("PING"))).ec == client_error::stopped);
+}
+
+TEST_CASE("stop() drains: calls already sent get their replies, new ones fail, then closed") {
+    redis_server server({"--enable-debug-command", "yes"});
+    net::io_context ioc;
+    connection c(ioc.get_executor(), settings_for(server));
+    c.start();
+    REQUIRE(run(ioc, wait_connected(c)));
+    int ok = 0, done = 0;
+    auto one = [&](std::string cmd) -> net::awaitable<void> {
+        auto r = co_await c.exec(std::move(cmd));
+        if (!r.ec) ++ok;
+        ++done;
+    };
+    net::co_spawn(ioc, one(command("DEBUG", "SLEEP", "0.1")), net::detached);
+    for (int i = 0; i < 100; ++i)
+        net::co_spawn(ioc, one(command("PING")), net::detached);
+    run(ioc, [&]() -> net::awaitable<void> {
+        co_await sleep_for(20ms);
+        c.stop();
+        CHECK(c.current_phase() == connection::phase::draining);
+        auto late = co_await c.exec(command("PING"));
+        CHECK(late.ec == client_error::stopped);
+        while (done < 101)
+            co_await sleep_for(1ms);
+        auto until = std::chrono::steady_clock::now() + 2s;
+        while (c.current_phase() != connection::phase::closed &&
+               std::chrono::steady_clock::now() < until)
+            co_await sleep_for(1ms);
+    }());
+    CHECK(ok == 101);
+    CHECK(c.current_phase() == connection::phase::closed);
 }
