@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace rategate::gateway {
@@ -99,6 +100,16 @@ void render_histogram(std::string& out, const std::string& name, const std::stri
 
 }  // namespace
 
+// Responses of route `r` by status label, summed over the loops.
+static std::map<std::string, std::uint64_t> statuses_of(
+    const std::vector<const loop_metrics*>& loops, std::size_t r) {
+    std::map<std::string, std::uint64_t> out;
+    for (const auto* l : loops)
+        if (const auto* c = l->requests_.get(r))
+            c->for_each([&](const std::string& status, std::uint64_t n) { out[status] += n; });
+    return out;
+}
+
 std::string render_metrics(const config::config& cfg, const std::vector<const loop_metrics*>& loops,
                            std::uint64_t open_connections, std::uint64_t reloads_ok,
                            std::uint64_t reloads_failed) {
@@ -108,14 +119,9 @@ std::string render_metrics(const config::config& cfg, const std::vector<const lo
     out += "# TYPE rategate_requests_total counter\n";
     for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
         std::string route = r < cfg.routes.size() ? cfg.routes[r].name : "";
-        for (unsigned status = 100; status < 600; ++status) {
-            std::uint64_t n = 0;
-            for (const auto* l : loops)
-                n += l->requests_[r][status].get();
-            if (n)
-                out += "rategate_requests_total{route=\"" + label(route) + "\",status=\"" +
-                       std::to_string(status) + "\"} " + std::to_string(n) + "\n";
-        }
+        for (const auto& [status, n] : statuses_of(loops, r))
+            out += "rategate_requests_total{route=\"" + label(route) + "\",status=\"" + status +
+                   "\"} " + std::to_string(n) + "\n";
     }
     out +=
         "# HELP rategate_request_duration_seconds Time from the request header to the end of the "
@@ -124,7 +130,7 @@ std::string render_metrics(const config::config& cfg, const std::vector<const lo
     for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
         std::vector<const histogram*> parts;
         for (const auto* l : loops)
-            parts.push_back(&l->request_latency[r]);
+            if (const auto* h = l->request_latency.get(r)) parts.push_back(h);
         render_histogram(out, "rategate_request_duration_seconds",
                          "route=\"" + label(r < cfg.routes.size() ? cfg.routes[r].name : "") + "\"",
                          parts);
@@ -270,16 +276,12 @@ std::string render_stats_json(const config::config& cfg,
     json routes = json::array();
     for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
         json statuses = json::object();
-        for (unsigned status = 100; status < 600; ++status) {
-            std::uint64_t n = 0;
-            for (const auto* l : loops)
-                n += l->requests_[r][status].get();
-            if (n) statuses[std::to_string(status)] = n;
-        }
+        for (const auto& [status, n] : statuses_of(loops, r))
+            statuses[status] = n;
         if (r == cfg.routes.size() && statuses.empty()) continue;  // "no route" only when seen
         std::vector<const histogram*> parts;
         for (const auto* l : loops)
-            parts.push_back(&l->request_latency[r]);
+            if (const auto* h = l->request_latency.get(r)) parts.push_back(h);
         routes.push_back({{"name", r < cfg.routes.size() ? cfg.routes[r].name : "(no route)"},
                           {"statuses", statuses},
                           {"latency", summed_buckets(parts)}});

@@ -42,6 +42,68 @@ class histogram {
     counter count_, sum_us_;
 };
 
+/// Responses by status for one route, in little memory (routes × event loops add up): up to
+/// `slots` distinct statuses are counted exactly, any further ones by class ("5xx"). One writer
+/// (the route's event loop), any readers.
+class status_counters {
+  public:
+    static constexpr std::size_t slots = 16;
+    void add(unsigned status) {
+        for (std::size_t i = 0; i < slots; ++i) {
+            auto s = status_[i].load(std::memory_order_relaxed);
+            if (s == status) return count_[i].add();
+            if (s == 0) {
+                count_[i].add();
+                status_[i].store(static_cast<std::uint16_t>(status), std::memory_order_release);
+                return;
+            }
+        }
+        overflow_[std::min(status / 100, 5u)].add();
+    }
+    /// Calls f(label, count) for every status seen: "200", …, then "4xx"-style overflow labels.
+    template <class F>
+    void for_each(F&& f) const {
+        for (std::size_t i = 0; i < slots; ++i)
+            if (auto s = status_[i].load(std::memory_order_acquire))
+                f(std::to_string(s), count_[i].get());
+        for (unsigned c = 1; c <= 5; ++c)
+            if (auto n = overflow_[c].get()) f(std::to_string(c) + "xx", n);
+    }
+
+  private:
+    std::array<std::atomic<std::uint16_t>, slots> status_{};
+    std::array<counter, slots> count_;
+    std::array<counter, 6> overflow_;
+};
+
+/// One T per index, allocated by the writer on first use, so that routes nobody calls cost a
+/// pointer per event loop. at() is for the single writer; get() (nullptr when unused) for any
+/// reader.
+template <class T>
+class lazy_slots {
+  public:
+    explicit lazy_slots(std::size_t n) : slots_(n) {}
+    ~lazy_slots() {
+        for (auto& s : slots_)
+            delete s.load(std::memory_order_relaxed);
+    }
+    lazy_slots(const lazy_slots&) = delete;
+    lazy_slots& operator=(const lazy_slots&) = delete;
+    T& at(std::size_t i) {
+        T* p = slots_[i].load(std::memory_order_relaxed);
+        if (!p) {
+            p = new T();
+            slots_[i].store(p, std::memory_order_release);
+        }
+        return *p;
+    }
+    const T* get(std::size_t i) const { return slots_[i].load(std::memory_order_acquire); }
+    std::size_t size() const { return slots_.size(); }
+
+  private:
+    std::vector<std::atomic<T*>> slots_;
+};
+
 /// Outcomes of limiter decisions (SPEC §4).
 enum class limiter_outcome { allowed, limited, shadow_limited, error, delayed, denied, count_ };
 const char* to_string(limiter_outcome o);
@@ -52,10 +114,10 @@ struct loop_metrics {
 
     /// Requests by route (index; routes.size() = no route) and status (100..599).
     void request(std::size_t route, unsigned status) {
-        requests_[route][status < 600 ? status : 599].add();
+        requests_.at(route).add(status < 600 ? status : 599);
     }
-    std::vector<std::array<counter, 600>> requests_;
-    std::vector<histogram> request_latency;   ///< by route (last: no route)
+    lazy_slots<status_counters> requests_;
+    lazy_slots<histogram> request_latency;    ///< by route (last: no route)
     std::vector<histogram> upstream_latency;  ///< by upstream, time to the response header
     std::vector<std::array<counter, static_cast<std::size_t>(limiter_outcome::count_)>>
         limiter_decisions;

@@ -189,7 +189,7 @@ struct request_scope {
                 .count();
         std::size_t r = route ? rt.route_index(*route) : rt.cfg->routes.size();
         rt.metrics->request(r, rec.status);
-        rt.metrics->request_latency[r].observe_us(us);
+        rt.metrics->request_latency.at(r).observe_us(us);
         if (route && rec.upstream_us >= 0)
             rt.metrics->upstream_latency[rt.upstream_index.at(route->upstream)].observe_us(
                 rec.upstream_us);
