@@ -334,7 +334,9 @@ std::string render_top_json(const std::vector<const loop_metrics*>& loops,
         if (k.starts_with('{')) k.remove_prefix(1);
         if (k.ends_with('}')) k.remove_suffix(1);
         auto bar = k.find('|');
-        std::string limiter = unescape_key_part(k.substr(0, bar));
+        auto name = k.substr(0, bar);
+        name = name.substr(0, name.find('~'));  // the shape tag follows the name
+        std::string limiter = unescape_key_part(name);
         std::string parts = bar == std::string_view::npos ? "" : std::string(k.substr(bar + 1));
         out.push_back({{"limiter", limiter},
                        {"key", parts.empty() ? "(global)" : parts},

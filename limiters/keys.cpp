@@ -1,5 +1,8 @@
 #include "limiters/keys.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 namespace rategate::limiters {
 
 std::string escape_key_part(std::string_view value) {
@@ -20,18 +23,47 @@ std::string escape_key_part(std::string_view value) {
     return out;
 }
 
-std::string layer_key(std::string_view prefix, std::string_view limiter, std::string_view parts) {
+std::string layer_key(std::string_view prefix, std::string_view limiter, std::string_view parts,
+                      std::string_view shape) {
     std::string key;
-    key.reserve(prefix.size() + limiter.size() + parts.size() + 4);
+    key.reserve(prefix.size() + limiter.size() + parts.size() + shape.size() + 5);
     key += prefix;
     key += '{';
     key += escape_key_part(limiter);
+    if (!shape.empty()) {
+        key += '~';
+        key += shape;
+    }
     if (!parts.empty()) {
         key += '|';
         key += parts;
     }
     key += '}';
     return key;
+}
+
+std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules) {
+    std::uint64_t h = 1469598103934665603ull;  // FNV-1a offset basis
+    auto mix = [&h](const void* data, std::size_t n) {
+        const auto* p = static_cast<const unsigned char*>(data);
+        for (std::size_t i = 0; i < n; ++i) {
+            h ^= p[i];
+            h *= 1099511628211ull;  // FNV prime
+        }
+    };
+    mix(&algorithm_code, sizeof algorithm_code);
+    for (const auto& r : rules)
+        for (double v : r) {
+            std::uint64_t bits;
+            std::memcpy(&bits, &v, sizeof bits);
+            mix(&bits, sizeof bits);
+        }
+    auto folded = static_cast<std::uint32_t>(h ^ (h >> 32));
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out(8, '0');
+    for (int i = 7; i >= 0; --i, folded >>= 4)
+        out[static_cast<std::size_t>(i)] = hex[folded & 15];
+    return out;
 }
 
 }  // namespace rategate::limiters

@@ -1,4 +1,6 @@
-// Key schema of limiter state (README "Key schema"):
+// Key schema of limiter state (README "Key schema"); <limiter> is the limiter's escaped name
+// followed by "~" and its shape (shape_tag: algorithm and rules), so a limiter whose algorithm
+// or rules change starts fresh keys instead of meeting state of another type (SPEC §5):
 //   <key_prefix>{<limiter>}                      scope global
 //   <key_prefix>{<limiter>|r=<route>}            scope route, and per_route user/ip
 //   <key_prefix>{<limiter>|u=<user id>}          scope user   (…|r=<route> with per_route)
@@ -9,15 +11,25 @@
 // choose a Redis Cluster hash slot: the braces are the hash tag, one slot per layer key.
 #pragma once
 
+#include <array>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace rategate::limiters {
 
 /// Percent-escapes every byte outside [A-Za-z0-9._-].
 std::string escape_key_part(std::string_view value);
 
-/// Builds a layer key. `parts` are already escaped "x=value" pieces joined by '|'.
-std::string layer_key(std::string_view prefix, std::string_view limiter, std::string_view parts);
+/// Builds a layer key. `parts` are already escaped "x=value" pieces joined by '|'; `shape`
+/// (shape_tag(), may be empty) follows the escaped limiter name after a '~' (which escaping
+/// never leaves in a name, so no two limiters' keys can meet).
+std::string layer_key(std::string_view prefix, std::string_view limiter, std::string_view parts,
+                      std::string_view shape = {});
+
+/// Eight hex digits naming a layer's state shape: FNV-1a (64-bit, folded to 32) over the
+/// algorithm code and every rule's four numbers. Mode, delay and on_missing_key are not part
+/// of it: they do not change what the state means.
+std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules);
 
 }  // namespace rategate::limiters

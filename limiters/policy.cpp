@@ -22,7 +22,8 @@ policy::policy(const config::config& cfg)
             spec.rules.push_back(to_params(l.algo, r));
         spec.shadow = l.shadow;
         spec.delay_us = l.delay ? static_cast<double>(l.delay->count()) : 0;
-        layers_.push_back({&l, std::move(spec), layers_.size()});
+        auto shape = shape_tag(algorithm_code(l.algo), spec.rules);
+        layers_.push_back({&l, std::move(spec), layers_.size(), std::move(shape)});
     }
     for (const auto& l : layers_)
         by_name[l.limiter->name] = &l;
@@ -120,7 +121,7 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
             }
             if (c.per_route) parts += "|r=" + escape_key_part(route.name);
         }
-        out.refs.push_back({layer_key(prefix_, c.name, parts), &l->spec});
+        out.refs.push_back({layer_key(prefix_, c.name, parts, l->shape), &l->spec});
         out.layers.push_back(l);
     }
 }

@@ -29,6 +29,7 @@ class policy {
         const config::limiter_config* limiter;
         layer_spec spec;
         std::size_t index;  ///< position in the config's limiters (name order), for metrics
+        std::string shape;  ///< shape_tag of the algorithm and rules, part of every key
     };
 
     /// `cfg` must outlive the policy.

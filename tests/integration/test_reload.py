@@ -8,11 +8,15 @@ import time
 from harness import Conn, GatewayTest, RedisServer, free_port, get
 
 
-def config(upstream_port, limit, extra_route=None, redis_port=None, admin_port=None):
+def config(upstream_port, limit, extra_route=None, redis_port=None, admin_port=None, algorithm=None):
+    rules = [{"limit": limit, "window": "1m"}]
+    if algorithm == "token_bucket":
+        rules = [{"rate": 1, "period": "1m", "burst": limit}]
     cfg = {
         "threads": 2,
         "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % upstream_port]}},
-        "limiters": {"u": {"scope": "user", "algorithm": "sliding_window_log", "rules": [{"limit": limit, "window": "1m"}]}},
+        "limiters": {"u": {"scope": "user", "algorithm": algorithm or "sliding_window_log", "rules": rules,
+                           "on_missing_key": "anonymous"}},
         "routes": [{"name": "api", "match": {"path_prefix": "/api"}, "upstream": "demo", "limiters": ["u"],
                     "headers": "legacy"}],
     }
@@ -51,15 +55,38 @@ class Reload(GatewayTest):
     def limit_seen(self, user):
         return get(self.gw.port, "/api/x", {"X-User-Id": user}).header("X-RateLimit-Limit")
 
-    def test_sighup_applies_new_limits_and_keeps_state(self):
+    def statuses(self, user, n):
+        return [get(self.gw.port, "/api/x", {"X-User-Id": user}).status for _ in range(n)]
+
+    def test_sighup_applies_new_limits_unchanged_limiters_keep_state(self):
         self.start(3)
-        self.assertEqual([get(self.gw.port, "/api/x", {"X-User-Id": "k"}).status for _ in range(4)],
-                         [200, 200, 200, 429])
+        self.assertEqual(self.statuses("k", 4), [200, 200, 200, 429])
+        # A reload that leaves the limiter alone keeps its state in Redis.
+        self.rewrite(config(self.up.port, 3, {"name": "new", "match": {"path_prefix": "/new"}, "upstream": "demo"},
+                            redis_port=self.redis.port, admin_port=self.admin_port))
+        self.gw.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(self.wait_for(lambda: get(self.gw.port, "/new/x").status == 200))
+        self.assertEqual(self.statuses("k", 1), [429])
+        # Changed rules: the limiter starts fresh keys (SPEC §5).
         self.rewrite(config(self.up.port, 5, redis_port=self.redis.port, admin_port=self.admin_port))
         self.gw.proc.send_signal(signal.SIGHUP)
         self.assertTrue(self.wait_for(lambda: self.limit_seen("probe") == "5"))
-        # "k" used 3 of its window before the reload: the changed rate applies to the existing count
-        self.assertEqual([get(self.gw.port, "/api/x", {"X-User-Id": "k"}).status for _ in range(3)], [200, 200, 429])
+        self.assertEqual(self.statuses("k", 6), [200] * 5 + [429])
+
+    def test_algorithm_change_on_live_keys_starts_fresh_keys_without_errors(self):
+        self.start(3)
+        self.assertEqual(self.statuses("live", 4), [200, 200, 200, 429])
+        self.assertEqual(self.statuses("", 1), [200])  # the anonymous key is live too
+        # Same limiter name, another algorithm: its old keys hold a ZSET; the new ones a string.
+        self.rewrite(config(self.up.port, 2, redis_port=self.redis.port, admin_port=self.admin_port,
+                            algorithm="token_bucket"))
+        self.gw.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(self.wait_for(lambda: self.limit_seen("probe") == "2"))
+        self.assertEqual(self.statuses("live", 3), [200, 200, 429])
+        self.assertEqual(self.statuses("", 1), [200])
+        self.assertNotIn("WRONGTYPE", self.gw.output())
+        metrics = get(self.admin_port, "/metrics").body.decode()
+        self.assertIn('rategate_limiter_decisions_total{limiter="u",outcome="error"} 0', metrics)
 
     def test_file_change_reloads_routes(self):
         self.start(3)
