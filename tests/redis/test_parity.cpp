@@ -255,7 +255,14 @@ TEST_CASE("clock redis: the script reads TIME when no time is passed") {
 
 TEST_CASE("parity: sliding_window_log at limit 10,000 and exactly at its limit, in batches") {
     redis_fixture redis;
-    for (double limit : {10.0, 10'000.0}) {
+#if defined(__SANITIZE_ADDRESS__)
+    // Under ASan the C++ twin (which walks the log) is ~20× slower: the fill would outlast the
+    // window in real time. 1,000 keeps the same shape of trace.
+    constexpr double big = 1'000;
+#else
+    constexpr double big = 10'000;
+#endif
+    for (double limit : {10.0, big}) {
         CAPTURE(limit);
         layer_spec log{algorithm::sliding_window_log,
                        {{limit, 1 * s, 0, 0}, {limit * 1.2, 3 * s, 0, 0}},
