@@ -218,7 +218,10 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
     if (max_delay > 0) {
         for (std::size_t i = 0; i < out.layers.size(); ++i)
             if (out.layers[i]->spec.delay_us > 0) {
-                if (waiting_[keys.refs[i].key] >= max_waiting_per_key) {
+                // find(), not operator[]: a lookup must not leave an entry behind when a later
+                // delay layer of the chain refuses the request.
+                auto held_now = waiting_.find(keys.refs[i].key);
+                if (held_now != waiting_.end() && held_now->second >= max_waiting_per_key) {
                     out.what = limit_outcome::kind::limited;
                     out.decider = out.header = out.layers[i];
                     out.decision.allowed = false;
