@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,50 @@ std::array<std::uint64_t, histogram::bounds.size() + 1> histogram::buckets() con
     for (std::size_t i = 0; i < out.size(); ++i)
         out[i] = buckets_[i].get();
     return out;
+}
+
+void histogram::merge(const histogram& other) {
+    for (std::size_t i = 0; i < buckets_.size(); ++i)
+        buckets_[i].add(other.buckets_[i].get());
+    count_.add(other.count_.get());
+    sum_us_.add(other.sum_us_.get());
+}
+
+void loop_metrics::carry_over(const loop_metrics& old, const config::config& old_cfg,
+                              const config::config& new_cfg) {
+    // Routes by name; "no route" is the slot after the last route in both.
+    auto carry_route = [&](std::size_t from, std::size_t to) {
+        if (const auto* c = old.requests_.get(from)) requests_.at(to).merge(*c);
+        if (const auto* h = old.request_latency.get(from)) request_latency.at(to).merge(*h);
+    };
+    for (std::size_t to = 0; to < new_cfg.routes.size(); ++to)
+        for (std::size_t from = 0; from < old_cfg.routes.size(); ++from)
+            if (old_cfg.routes[from].name == new_cfg.routes[to].name) carry_route(from, to);
+    carry_route(old_cfg.routes.size(), new_cfg.routes.size());
+    // Limiters and upstreams are std::maps: their index is the name order.
+    std::size_t to = 0;
+    for (const auto& [name, l] : new_cfg.limiters) {
+        auto it = old_cfg.limiters.find(name);
+        if (it != old_cfg.limiters.end()) {
+            auto from = static_cast<std::size_t>(std::distance(old_cfg.limiters.begin(), it));
+            for (std::size_t o = 0; o < limiter_decisions[to].size(); ++o)
+                limiter_decisions[to][o].add(old.limiter_decisions[from][o].get());
+        }
+        ++to;
+    }
+    to = 0;
+    for (const auto& [name, u] : new_cfg.upstreams) {
+        auto it = old_cfg.upstreams.find(name);
+        if (it != old_cfg.upstreams.end())
+            upstream_latency[to].merge(old.upstream_latency[static_cast<std::size_t>(
+                std::distance(old_cfg.upstreams.begin(), it))]);
+        ++to;
+    }
+    redis_latency.merge(old.redis_latency);
+    redis_calls.add(old.redis_calls.get());
+    redis_decisions.add(old.redis_decisions.get());
+    redis_errors.add(old.redis_errors.get());
+    websocket_tunnels.add(old.websocket_tunnels.get());
 }
 
 const char* to_string(limiter_outcome o) {

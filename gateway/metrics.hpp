@@ -34,6 +34,8 @@ class histogram {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
     void observe_us(double us);
     std::array<std::uint64_t, bounds.size() + 1> buckets() const;  ///< non-cumulative, +Inf last
+    /// Adds `other`'s observations (the writer's thread only).
+    void merge(const histogram& other);
     std::uint64_t count() const { return count_.get(); }
     double sum_seconds() const { return static_cast<double>(sum_us_.get()) / 1e6; }
 
@@ -60,6 +62,14 @@ class status_counters {
         }
         overflow_[std::min(status / 100, 5u)].add();
     }
+    /// Adds `other`'s counts (the writer's thread only).
+    void merge(const status_counters& other) {
+        for (std::size_t i = 0; i < slots; ++i)
+            if (auto s = other.status_[i].load(std::memory_order_acquire))
+                if (auto n = other.count_[i].get()) add_n(s, n);
+        for (std::size_t c = 0; c < overflow_.size(); ++c)
+            overflow_[c].add(other.overflow_[c].get());
+    }
     /// Calls f(label, count) for every status seen: "200", …, then "4xx"-style overflow labels.
     template <class F>
     void for_each(F&& f) const {
@@ -71,6 +81,18 @@ class status_counters {
     }
 
   private:
+    void add_n(unsigned status, std::uint64_t n) {
+        for (std::size_t i = 0; i < slots; ++i) {
+            auto s = status_[i].load(std::memory_order_relaxed);
+            if (s == status) return count_[i].add(n);
+            if (s == 0) {
+                count_[i].add(n);
+                status_[i].store(static_cast<std::uint16_t>(status), std::memory_order_release);
+                return;
+            }
+        }
+        overflow_[std::min(status / 100, 5u)].add(n);
+    }
     std::array<std::atomic<std::uint16_t>, slots> status_{};
     std::array<counter, slots> count_;
     std::array<counter, 6> overflow_;
@@ -130,6 +152,12 @@ struct loop_metrics {
     std::atomic<std::int64_t> upstream_idle{0};
     std::atomic<std::int64_t> websocket_tunnels_open{0};  ///< upgraded connections open now
     counter websocket_tunnels;                            ///< upgraded connections opened
+
+    /// Carries the counters of `old` (the previous config's metrics of this loop) into these, by
+    /// route, limiter and upstream name, so counters of the process survive a reload (SPEC §5).
+    /// Gauges are not carried. Runs on the loop's thread before the new runtime is installed.
+    void carry_over(const loop_metrics& old, const config::config& old_cfg,
+                    const config::config& new_cfg);
 
     /// The keys this loop limited most (published by the loop's ticker, read by the admin).
     void set_top(admin::space_saving s) const {

@@ -107,6 +107,9 @@ void worker::install(std::shared_ptr<const config::config> c,
             next->tls = rt->tls;
         }
     }
+    // Counters of the process survive the reload (SPEC §5). Requests still finishing on the old
+    // runtime after this point count there and are not carried.
+    if (rt) next->metrics->carry_over(*rt->metrics, *rt->cfg, *next->cfg);
     next->limits = std::make_unique<limit_checker>(ioc.get_executor(), *next->cfg, *next->policy,
                                                    local_, *next->metrics, redis);
     for (const auto& [name, u] : next->cfg->upstreams) {

@@ -141,3 +141,29 @@ class Reload(GatewayTest):
         self.assertEqual({s for s, _ in results}, {200})
         seen = {l for _, l in results}
         self.assertTrue({"1000000", "3000000"} <= seen, seen)
+
+    def counted(self):
+        body = get(self.admin_port, "/metrics").body.decode()
+        for line in body.splitlines():
+            if line.startswith('rategate_requests_total{route="api",status="200"}'):
+                return int(line.split()[1])
+        return 0
+
+    def test_counters_of_the_process_survive_a_reload(self):
+        self.start(1000)
+        for i in range(20):
+            self.assertEqual(get(self.gw.port, "/api/x", {"X-User-Id": "m%d" % i}).status, 200)
+        deadline = time.time() + 5
+        while self.counted() < 20 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.counted(), 20)
+        self.rewrite(config(self.up.port, 1000, {"name": "new", "match": {"path_prefix": "/new"}, "upstream": "demo"},
+                            redis_port=self.redis.port, admin_port=self.admin_port))
+        self.gw.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(self.wait_for(lambda: get(self.gw.port, "/new/x").status == 200))
+        self.assertGreaterEqual(self.counted(), 20)  # not reset by the reload
+        for i in range(5):
+            get(self.gw.port, "/api/x", {"X-User-Id": "n%d" % i})
+        self.assertTrue(self.wait_for(lambda: self.counted() == 25))
+        body = get(self.admin_port, "/metrics").body.decode()
+        self.assertIn('rategate_limiter_decisions_total{limiter="u",outcome="allowed"} 25', body)
