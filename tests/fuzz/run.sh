@@ -18,7 +18,7 @@ if ! { CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Rel
     exit 1
 fi
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/rategate-fuzz.XXXXXX")
+work=$(mktemp -d)  # under $TMPDIR (default /tmp)
 failed=()
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=0:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
