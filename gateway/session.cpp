@@ -306,8 +306,10 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
             scope.method.assign(req.method_string());
             scope.path = nreq.path;
         }
-        if (!nreq.host.empty()) req.set(boost::beast::http::field::host, nreq.host);
-        req.target(nreq.origin_form(nreq.path));
+        // Rewritten only when normalising changed them: most requests pass through untouched.
+        if (!nreq.host.empty() && req[http::field::host] != nreq.host)
+            req.set(http::field::host, nreq.host);
+        if (!nreq.is_origin_form_of(req.target())) req.target(nreq.origin_form(nreq.path));
         const auto* route =
             rt->routes.match(req.method_string(), nreq.path, nreq.host, client.tls ? 443 : 80);
         if (!route) {

@@ -77,6 +77,13 @@ std::string normalised_request::origin_form(std::string_view p) const {
     return t;
 }
 
+bool normalised_request::is_origin_form_of(std::string_view target) const {
+    if (!target.starts_with(path)) return false;
+    auto rest = target.substr(path.size());
+    if (!has_query) return rest.empty();
+    return rest.size() == query.size() + 1 && rest.front() == '?' && rest.substr(1) == query;
+}
+
 std::string remove_dot_segments(std::string_view in) {
     static constexpr std::string_view slash = "/";
     std::string out;

@@ -37,6 +37,8 @@ struct normalised_request {
     }
     /// Origin-form target for `path` (e.g. after a prefix was stripped) plus the query.
     std::string origin_form(std::string_view p) const;
+    /// True when `target` already is origin_form(path): nothing to rewrite (no allocation).
+    bool is_origin_form_of(std::string_view target) const;
 };
 
 /// Why a request cannot be served; `status` is the HTTP status to answer with.

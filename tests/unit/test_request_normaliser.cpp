@@ -100,6 +100,10 @@ TEST_CASE("targets: origin-form, absolute-form, and what is a 400") {
     CHECK(r.request->has_query);
     CHECK(r.request->query == "x=%2e%2e&y");  // the query is forwarded unchanged
     CHECK(r.request->origin_form("/orders/1") == "/orders/1?x=%2e%2e&y");
+    CHECK(r.request->is_origin_form_of("/api/orders/1?x=%2e%2e&y"));
+    CHECK_FALSE(r.request->is_origin_form_of("/public/../api/orders/1?x=%2e%2e&y"));
+    CHECK_FALSE(r.request->is_origin_form_of("/api/orders/1?x=%2e%2e"));
+    CHECK_FALSE(r.request->is_origin_form_of("/api/orders/1"));
     CHECK(r.request->host == "a.example");
     CHECK_FALSE(r.request->absolute_form);
 
@@ -107,6 +111,12 @@ TEST_CASE("targets: origin-form, absolute-form, and what is a 400") {
     REQUIRE(r.request);
     CHECK(r.request->has_query);
     CHECK(r.request->origin_form("/a") == "/a?");
+    CHECK(r.request->is_origin_form_of("/a?"));
+    CHECK_FALSE(r.request->is_origin_form_of("/a"));
+    r = run("GET", "/a");
+    REQUIRE(r.request);
+    CHECK(r.request->is_origin_form_of("/a"));
+    CHECK_FALSE(r.request->is_origin_form_of("/a?"));
 
     // Absolute-form: routed by its authority, which replaces Host.
     r = run("GET", "http://B.Example:8080/x/../y?q", 11, 1, "a.example");
