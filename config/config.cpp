@@ -439,6 +439,8 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
             {{"redis", redis_config::clock_source::redis},
              {"gateway", redis_config::clock_source::gateway}}))
         out.clock = *v;
+    if (auto v = read_int(o.get("over_limit_cache"), o.path("over_limit_cache"), c, 0, 10'000'000))
+        out.over_limit_cache = static_cast<std::size_t>(*v);
     o.finish();
 }
 
@@ -767,6 +769,7 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
         else if (auto v = read_bool(p, o.path("per_route"), c))
             l.per_route = *v;
     }
+    if (auto v = read_bool(o.get("cache"), o.path("cache"), c)) l.cache = *v;
     o.finish();
 }
 

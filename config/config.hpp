@@ -43,6 +43,9 @@ struct redis_config {
     millis command_timeout{50};
     std::string key_prefix = "rategate:";
     enum class clock_source { redis, gateway } clock = clock_source::redis;
+    /// Entries of the exact over-limit cache per event loop (0 = off); see
+    /// limiters/local/over_limit_cache.hpp.
+    std::size_t over_limit_cache = 10000;
 };
 
 /// A CIDR block such as 10.0.0.0/8 or ::1/128; `bytes` is 4 or 16 bytes long.
@@ -141,6 +144,7 @@ struct limiter_config {
     int ipv6_prefix = 128;  ///< ip scope: IPv6 clients grouped by this many leading bits
     int ipv4_prefix = 32;   ///< ip scope: IPv4 clients grouped by this many leading bits
     bool per_route = false;
+    bool cache = true;  ///< its rejections may be answered from the over-limit cache
 };
 
 enum class redis_error_policy { allow, deny, local };

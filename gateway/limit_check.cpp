@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 
+#include "limiters/local/over_limit_cache.hpp"
 #include "limiters/redis/connection.hpp"
 #include "limiters/redis_chain.hpp"
 
@@ -43,9 +44,18 @@ struct limit_checker::batcher {
     struct pending {
         const std::vector<limiters::layer_ref>* refs;
         double cost;
+        bool want_state;  ///< the reply should carry a rejecting layer's state (cache)
         chain_decision result;
+        limiters::decided_state state;
+        double offset_us = 0;  ///< the script's clock minus the local clock at the reply
         std::error_code ec;
         std::optional<net::any_completion_handler<void()>> handler;
+    };
+    struct answer {
+        std::error_code ec;
+        chain_decision decision;
+        limiters::decided_state state;
+        double offset_us = 0;
     };
 
     batcher(net::any_io_executor ex,
@@ -53,9 +63,9 @@ struct limit_checker::batcher {
             bool redis_clock)
         : ex_(std::move(ex)), conns_(conns), metrics_(metrics), redis_clock_(redis_clock) {}
 
-    net::awaitable<std::pair<std::error_code, chain_decision>> decide(
-        const std::vector<limiters::layer_ref>& refs, double cost) {
-        pending p{&refs, cost, {}, {}, {}};
+    net::awaitable<answer> decide(const std::vector<limiters::layer_ref>& refs, double cost,
+                                  bool want_state) {
+        pending p{&refs, cost, want_state, {}, {}, 0, {}, {}};
         queue_.push_back(&p);
         if (!flush_posted_) {
             flush_posted_ = true;
@@ -63,7 +73,7 @@ struct limit_checker::batcher {
         }
         co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
             [&p](auto handler) { p.handler.emplace(std::move(handler)); }, net::use_awaitable);
-        co_return std::pair{p.ec, p.result};
+        co_return answer{p.ec, p.result, std::move(p.state), p.offset_us};
     }
 
     void flush() {
@@ -79,10 +89,13 @@ struct limit_checker::batcher {
 
     net::awaitable<void> send(std::vector<pending*> chunk) {
         std::vector<std::pair<const std::vector<limiters::layer_ref>*, double>> reqs;
+        std::vector<bool> want(chunk.size());
         reqs.reserve(chunk.size());
-        for (auto* p : chunk)
-            reqs.push_back({p->refs, p->cost});
-        auto batch = limiters::encode_batch(reqs, redis_clock_ ? -1 : wall_clock_us());
+        for (std::size_t i = 0; i < chunk.size(); ++i) {
+            reqs.push_back({chunk[i]->refs, chunk[i]->cost});
+            want[i] = chunk[i]->want_state;
+        }
+        auto batch = limiters::encode_batch(reqs, redis_clock_ ? -1 : wall_clock_us(), &want);
         std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         auto& conn = *conns_[next_++ % conns_.size()];
@@ -93,9 +106,13 @@ struct limit_checker::batcher {
         metrics_.redis_latency.observe_us(
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
                 .count());
+        double received = wall_clock_us();
         std::vector<chain_decision> decisions;
+        std::vector<limiters::decided_state> states;
+        double script_now = 0;
         std::error_code ec = r.ec;
-        if (!ec && (r.value.is_error() || !limiters::decode_batch(r.value, decisions) ||
+        if (!ec && (r.value.is_error() ||
+                    !limiters::decode_batch(r.value, decisions, &states, &script_now) ||
                     decisions.size() != chunk.size())) {
             if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
             ec = make_error_code(limiters::redis::client_error::protocol_error);
@@ -103,7 +120,10 @@ struct limit_checker::batcher {
         if (ec) metrics_.redis_errors.add();
         for (std::size_t i = 0; i < chunk.size(); ++i) {
             chunk[i]->ec = ec;
-            if (!ec) chunk[i]->result = decisions[i];
+            if (ec) continue;
+            chunk[i]->result = decisions[i];
+            chunk[i]->state = std::move(states[i]);
+            chunk[i]->offset_us = redis_clock_ ? script_now - received : 0;
         }
         // Resume the waiters from a fresh handler each, not inside this loop.
         for (auto* p : chunk)
@@ -126,7 +146,12 @@ limit_checker::limit_checker(net::any_io_executor ex, const config::config& cfg,
                              const limiters::policy& policy, limiters::local_store& local,
                              loop_metrics& metrics,
                              std::vector<std::unique_ptr<limiters::redis::connection>>& connections)
-    : cfg_(cfg), policy_(policy), local_(local), connections_(connections), metrics_(metrics) {
+    : cfg_(cfg),
+      policy_(policy),
+      local_(local),
+      connections_(connections),
+      cache_(cfg.redis ? cfg.redis->over_limit_cache : 0),
+      metrics_(metrics) {
     if (cfg.redis && !connections_.empty())
         batcher_ = std::make_unique<batcher>(
             ex, connections_, metrics_,
@@ -143,6 +168,7 @@ bool limit_checker::redis_ready() const {
 
 void limit_checker::publish(loop_metrics& m) const {
     m.set_top(top_.snapshot(static_cast<std::int64_t>(wall_clock_us() / 1000)));
+    m.cache_entries.store(static_cast<std::int64_t>(cache_.size()), std::memory_order_relaxed);
     if (connections_.empty()) return;
     std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
     int state = 2;
@@ -245,16 +271,33 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
         }
     } hold(waiting_, held);
 
+    // The exact over-limit cache (limiters/local/over_limit_cache.hpp): a rejection it can
+    // prove is answered here, the way Redis would answer it, while Redis is reachable.
+    bool cacheable = batcher_ && cache_.capacity() > 0 && max_delay == 0 &&
+                     limiters::over_limit_cache::eligible(out.layers);
+    if (cacheable && redis_ready()) {
+        if (auto hit = cache_.lookup(out.layers, keys.refs, wall_clock_us(), cost)) {
+            auto at = static_cast<std::size_t>(hit->decider);
+            out.what = limit_outcome::kind::limited;
+            out.decision = *hit;
+            out.decider = out.header = out.layers[at];
+            metrics_.limiter_cache_hits[out.decider->index].add();
+            top_.add(keys.refs[at].key, static_cast<std::int64_t>(wall_clock_us() / 1000));
+            co_return out;
+        }
+    }
+
     double waited = 0;
     for (;;) {
         chain_decision d;
         bool decided = false;
         if (batcher_ &&
             !(route.on_redis_error == config::redis_error_policy::local && !redis_ready())) {
-            auto [ec, result] = co_await batcher_->decide(keys.refs, cost);
-            if (!ec) {
-                d = result;
+            auto a = co_await batcher_->decide(keys.refs, cost, cacheable);
+            if (!a.ec) {
+                d = a.decision;
                 decided = true;
+                if (cacheable) cache_.learn(out.layers, keys.refs, d, a.state, a.offset_us);
             } else {
                 out.redis_failed = true;
                 if (route.on_redis_error == config::redis_error_policy::allow) {

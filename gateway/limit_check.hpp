@@ -14,6 +14,7 @@
 #include "config/config.hpp"
 #include "gateway/admin/top_keys.hpp"
 #include "gateway/metrics.hpp"
+#include "limiters/local/over_limit_cache.hpp"
 #include "limiters/local_store.hpp"
 #include "limiters/policy.hpp"
 
@@ -71,6 +72,7 @@ class limit_checker {
     limiters::local_store& local_;
     std::vector<std::unique_ptr<limiters::redis::connection>>& connections_;
     std::unique_ptr<batcher> batcher_;
+    limiters::over_limit_cache cache_;  ///< exact answers to known rejections, this loop only
     boost::asio::awaitable<limit_outcome> decide(std::size_t route_index,
                                                  const limiters::identity& who, double cost);
     void count(const limit_outcome& o);

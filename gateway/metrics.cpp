@@ -52,6 +52,7 @@ void loop_metrics::carry_over(const loop_metrics& old, const config::config& old
             auto from = static_cast<std::size_t>(std::distance(old_cfg.limiters.begin(), it));
             for (std::size_t o = 0; o < limiter_decisions[to].size(); ++o)
                 limiter_decisions[to][o].add(old.limiter_decisions[from][o].get());
+            limiter_cache_hits[to].add(old.limiter_cache_hits[from].get());
         }
         ++to;
     }
@@ -94,7 +95,8 @@ loop_metrics::loop_metrics(std::size_t routes, std::size_t limiters, std::size_t
     : requests_(routes + 1),
       request_latency(routes + 1),
       upstream_latency(upstreams),
-      limiter_decisions(limiters) {}
+      limiter_decisions(limiters),
+      limiter_cache_hits(limiters) {}
 
 namespace {
 
@@ -206,6 +208,19 @@ std::string render_metrics(const config::config& cfg, const std::vector<const lo
         }
         ++li;
     }
+    out +=
+        "# HELP rategate_limiter_cache_hits_total Rejections answered by the exact over-limit "
+        "cache without Redis (also counted in rategate_limiter_decisions_total), by limiter.\n";
+    out += "# TYPE rategate_limiter_cache_hits_total counter\n";
+    li = 0;
+    for (const auto& [name, l] : cfg.limiters) {
+        std::uint64_t n = 0;
+        for (const auto* loop : loops)
+            n += loop->limiter_cache_hits[li].get();
+        out += "rategate_limiter_cache_hits_total{limiter=\"" + label(name) + "\"} " +
+               std::to_string(n) + "\n";
+        ++li;
+    }
     auto sum = [&](auto member) {
         std::uint64_t n = 0;
         for (const auto* l : loops)
@@ -220,6 +235,10 @@ std::string render_metrics(const config::config& cfg, const std::vector<const lo
          sum([](const loop_metrics& l) { return l.redis_calls.get(); }));
     line("rategate_redis_decisions_total", "counter", "Requests decided by those calls (batching).",
          sum([](const loop_metrics& l) { return l.redis_decisions.get(); }));
+    line("rategate_over_limit_cache_entries", "gauge",
+         "Keys held by the over-limit caches of every event loop.", sum([](const loop_metrics& l) {
+             return static_cast<std::uint64_t>(l.cache_entries.load(std::memory_order_relaxed));
+         }));
     line("rategate_redis_errors_total", "counter",
          "Limiter calls that failed (timeout, connection, script).",
          sum([](const loop_metrics& l) { return l.redis_errors.get(); }));

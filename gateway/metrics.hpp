@@ -143,7 +143,10 @@ struct loop_metrics {
     std::vector<histogram> upstream_latency;  ///< by upstream, time to the response header
     std::vector<std::array<counter, static_cast<std::size_t>(limiter_outcome::count_)>>
         limiter_decisions;
-    histogram redis_latency;  ///< one EVALSHA call
+    std::vector<counter> limiter_cache_hits;     ///< by limiter: rejections answered by the
+                                                 ///< over-limit cache (also counted as limited)
+    std::atomic<std::int64_t> cache_entries{0};  ///< over-limit cache size, published by the ticker
+    histogram redis_latency;                     ///< one EVALSHA call
     counter redis_calls, redis_decisions, redis_errors;
     std::atomic<std::uint64_t> redis_commands{0}, redis_writes{0}, redis_reconnects{0},
         redis_noscript{0},

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/router.hpp"
+#include "limiters/local/over_limit_cache.hpp"
 #include "limiters/policy.hpp"
 #include "limiters/redis/connection.hpp"
 #include "limiters/redis_chain.hpp"
@@ -57,10 +58,13 @@ class redis_backend {
             throw std::runtime_error("cannot reach Redis at " + r.host + ":" +
                                      std::to_string(r.port) + ": " + conn_.last_error());
     }
+    /// Decides one request; `state` (if given) receives the deciding layer's state of a
+    /// rejection, for the over-limit cache.
     limiters::chain_decision decide(const std::vector<limiters::layer_ref>& refs, double now_us,
-                                    double cost) {
+                                    double cost, limiters::decided_state* state = nullptr) {
         std::vector<std::pair<const std::vector<limiters::layer_ref>*, double>> one{{&refs, cost}};
-        auto batch = limiters::encode_batch(one, now_us);
+        std::vector<bool> want{state != nullptr};
+        auto batch = limiters::encode_batch(one, now_us, &want);
         std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         auto fut = net::co_spawn(ioc_, conn_.eval(0, keys, args), net::use_future);
@@ -70,8 +74,10 @@ class redis_backend {
         if (r.ec) throw std::runtime_error("Redis call failed: " + r.ec.message());
         if (r.value.is_error()) throw std::runtime_error("Redis script error: " + r.value.str);
         std::vector<limiters::chain_decision> out;
-        if (!limiters::decode_batch(r.value, out) || out.size() != 1)
+        std::vector<limiters::decided_state> states;
+        if (!limiters::decode_batch(r.value, out, &states) || out.size() != 1)
             throw std::runtime_error("malformed reply from the chain script");
+        if (state) *state = std::move(states[0]);
         return out[0];
     }
 
@@ -110,6 +116,11 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
     limiters::policy pol(cfg);
     route_table routes(cfg);
     limiters::local_store store;
+    // Replay runs the gateway's over-limit cache in front of Redis (the trace's clock), so
+    // that cache on and off can be compared decision by decision.
+    limiters::over_limit_cache cache(cfg.redis && backend == "redis" ? cfg.redis->over_limit_cache
+                                                                     : 0);
+    std::uint64_t cache_hits = 0;
     std::unique_ptr<redis_backend> redis;
     try {
         if (backend == "redis") redis = std::make_unique<redis_backend>(*cfg.redis);
@@ -176,8 +187,21 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
                     ",\"remaining\":0,\"retry_after_ms\":0,\"denied\":\"invalid_identity\"}\n";
             } else {
                 double now_us = std::floor(t_ms * 1000.0);
-                auto d = redis ? redis->decide(keys.refs, now_us, cost)
-                               : store.decide(keys.refs, now_us, cost);
+                limiters::chain_decision d;
+                bool cacheable = redis && cache.capacity() > 0 &&
+                                 limiters::over_limit_cache::eligible(keys.layers);
+                if (!redis) {
+                    d = store.decide(keys.refs, now_us, cost);
+                } else if (!cacheable) {
+                    d = redis->decide(keys.refs, now_us, cost);
+                } else if (auto hit = cache.lookup(keys.layers, keys.refs, now_us, cost)) {
+                    d = *hit;
+                    ++cache_hits;
+                } else {
+                    limiters::decided_state state;
+                    d = redis->decide(keys.refs, now_us, cost, &state);
+                    cache.learn(keys.layers, keys.refs, d, state, 0);
+                }
                 bool has_delay = false;
                 for (const auto* l : keys.layers)
                     has_delay = has_delay || l->spec.delay_us > 0;
@@ -233,10 +257,10 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
         return 1;
     }
     out << buffer;
-    json summary = {{"requests", total.requests}, {"allowed", total.allowed},
-                    {"limited", total.limited},   {"delayed", total.delayed},
-                    {"denied", total.denied},     {"backend", backend},
-                    {"routes", json::object()},   {"limiters", json::object()}};
+    json summary = {
+        {"requests", total.requests}, {"allowed", total.allowed}, {"limited", total.limited},
+        {"delayed", total.delayed},   {"denied", total.denied},   {"backend", backend},
+        {"cache_hits", cache_hits},   {"routes", json::object()}, {"limiters", json::object()}};
     for (const auto& [name, c] : by_route)
         summary["routes"][name] = {{"requests", c.requests},
                                    {"allowed", c.allowed},

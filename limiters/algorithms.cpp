@@ -488,4 +488,36 @@ verdict evaluate(const layer_spec& spec, const layer_state& state, double now, d
     return v;
 }
 
+double retry_bound_us(const layer_spec& spec, double cost, double max_cost) {
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    if (spec.delay_us > 0 && !spec.shadow) return inf;
+    double bound = 0;
+    for (const auto& p : spec.rules) {
+        double b = inf;
+        switch (spec.algo) {
+            case algorithm::fixed_window:            // start + window - t, t >= start
+            case algorithm::sliding_window_log:      // entry + window - t, entry <= t
+            case algorithm::sliding_window_counter:  // (j + n) * width - t, j <= k, t >= k * width
+                b = p[1];
+                break;
+            case algorithm::token_bucket:  // tokens >= 0: ceil((cost - tokens) * period / rate)
+            case algorithm::leaky_bucket:  // level <= capacity: ceil((level + cost - cap) * ...)
+                b = std::ceil(cost * p[1] / p[0]);
+                break;
+            case algorithm::gcra:  // tat <= t + burst * interval: ceil(allow_at - t)
+                b = std::ceil(cost * (p[1] / p[0]));
+                break;
+            case algorithm::smooth_bursty:  // next_free <= admitted + floor(max_cost * stable)
+                b = std::ceil(std::max(cost, max_cost) * (1e6 / p[0]));
+                break;
+            case algorithm::smooth_warming_up:
+                b = inf;
+                break;
+        }
+        bound = std::max(bound, b);
+    }
+    // A few µs for rounding of doubles in the formulas above.
+    return bound + 2;
+}
+
 }  // namespace rategate::limiters

@@ -70,4 +70,13 @@ struct layer_state {
 verdict evaluate(const layer_spec& spec, const layer_state& state, double now_us, double cost,
                  layer_state& next, double& ttl_us);
 
+/// An upper bound (µs, an integer) on the retry a layer without delay can give a request of
+/// `cost`, whatever its state: one window for the window algorithms; the time to earn `cost`
+/// permits for token_bucket, leaky_bucket and gcra (without delay their state never holds a
+/// debt); for smooth_bursty the time to earn `max_cost` permits (the debt the largest admitted
+/// request of any route can leave). +inf where no bound is proven: smooth_warming_up, and any
+/// layer in delay mode. Used by the over-limit cache to know that another layer of a chain can
+/// never out-wait the cached one.
+double retry_bound_us(const layer_spec& spec, double cost, double max_cost);
+
 }  // namespace rategate::limiters

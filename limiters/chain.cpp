@@ -23,9 +23,12 @@ chain_decision decide_chain(const std::vector<const layer_spec*>& specs,
         if (specs[l]->shadow) {
             if (!v.allowed) d.shadow_mask |= 1u << l;
         } else if (!v.allowed) {
-            if (d.allowed) d.decider = static_cast<int>(l);
+            // The most restrictive rejecting layer decides: the longest retry, first on ties.
+            if (d.allowed || v.retry_us > d.retry_us) {
+                d.decider = static_cast<int>(l);
+                d.retry_us = v.retry_us;
+            }
             d.allowed = false;
-            d.retry_us = std::max(d.retry_us, v.retry_us);
             if (v.wait_us > 0)
                 d.wait_us = std::max(d.wait_us, v.wait_us);
             else

@@ -14,7 +14,8 @@ namespace rategate::limiters {
 /// The decision for one request, in the same nine numbers the chain script returns.
 struct chain_decision {
     bool allowed = true;
-    int decider = -1;       ///< first enforced layer that rejected (position in the chain), or -1
+    int decider = -1;       ///< the enforced layer that rejected with the longest retry, first
+                            ///< on ties (position in the chain), or -1
     double wait_us = 0;     ///< admitted: reserved delay to wait before forwarding; rejected:
                             ///< every rejecting layer would conform within its delay after this
     double retry_us = 0;    ///< rejected: µs until the request could conform

@@ -76,11 +76,13 @@ chain_decision local_store::decide(const std::vector<layer_ref>& layers, double 
     return d;
 }
 
-std::optional<layer_state> local_store::peek(const std::string& key, double now) const {
+std::optional<layer_state> local_store::peek(const std::string& key, double now,
+                                             double* expires_at_us) const {
     const auto& s = *shards_[shard_of(key)];
     std::lock_guard lock(s.mutex);
     auto it = s.map.find(key);
     if (it == s.map.end() || it->second.expires_at_us <= now) return std::nullopt;
+    if (expires_at_us) *expires_at_us = it->second.expires_at_us;
     return it->second.state;
 }
 

@@ -31,8 +31,10 @@ class local_store {
     /// Decides one request atomically over its chain at `now_us` (the limiter clock, µs).
     chain_decision decide(const std::vector<layer_ref>& layers, double now_us, double cost);
 
-    /// The stored state of `key` as of `now_us` (nullopt when absent or logically expired).
-    std::optional<layer_state> peek(const std::string& key, double now_us) const;
+    /// The stored state of `key` as of `now_us` (nullopt when absent or logically expired);
+    /// `expires_at_us`, if given, receives its logical expiry.
+    std::optional<layer_state> peek(const std::string& key, double now_us,
+                                    double* expires_at_us = nullptr) const;
 
     std::size_t size() const;
 

@@ -27,10 +27,18 @@ policy::policy(const config::config& cfg)
     }
     for (const auto& l : layers_)
         by_name[l.limiter->name] = &l;
+    std::vector<bool> listed(layers_.size(), false);
     for (const auto& r : cfg.routes) {
         std::vector<const layer*> chain;
-        for (const auto& name : r.limiters)
-            chain.push_back(by_name.at(name));
+        for (const auto& name : r.limiters) {
+            const auto* l = by_name.at(name);
+            auto& m = layers_[l->index];
+            auto cost = static_cast<double>(r.cost);
+            m.min_cost = listed[l->index] ? std::min(m.min_cost, cost) : cost;
+            m.max_cost = listed[l->index] ? std::max(m.max_cost, cost) : cost;
+            listed[l->index] = true;
+            chain.push_back(l);
+        }
         chains_.push_back(std::move(chain));
     }
 }

@@ -28,8 +28,10 @@ class policy {
     struct layer {
         const config::limiter_config* limiter;
         layer_spec spec;
-        std::size_t index;  ///< position in the config's limiters (name order), for metrics
-        std::string shape;  ///< shape_tag of the algorithm and rules, part of every key
+        std::size_t index;    ///< position in the config's limiters (name order), for metrics
+        std::string shape;    ///< shape_tag of the algorithm and rules, part of every key
+        double min_cost = 0;  ///< the least cost of a route that lists it (permits)
+        double max_cost = 0;  ///< the largest cost of a route that lists it (permits)
     };
 
     /// `cfg` must outlive the policy.

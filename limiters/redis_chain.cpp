@@ -1,8 +1,10 @@
 #include "limiters/redis_chain.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <unordered_map>
 
 #include "limiters/embedded_scripts.hpp"
@@ -36,16 +38,19 @@ void put_u16(std::string& out, std::size_t v) {
 }  // namespace
 
 chain_batch encode_batch(
-    const std::vector<std::pair<const std::vector<layer_ref>*, double>>& requests, double now) {
+    const std::vector<std::pair<const std::vector<layer_ref>*, double>>& requests, double now,
+    const std::vector<bool>* want_state) {
     chain_batch b;
     b.requests = requests.size();
     std::unordered_map<std::string_view, std::size_t> key_index;
     std::vector<const layer_spec*> specs;  // a batch holds a few: a linear lookup
     std::string spec_args, costs, layers;
     costs.reserve(requests.size() * 8);
-    for (const auto& [chain, cost] : requests) {
+    for (std::size_t r = 0; r < requests.size(); ++r) {
+        const auto& [chain, cost] = requests[r];
         put_double(costs, cost);
-        put_u16(layers, chain->size());
+        bool want = want_state && (*want_state)[r];
+        put_u16(layers, chain->size() + (want ? 0x8000 : 0));
         for (const auto& l : *chain) {
             auto [it, added] = key_index.try_emplace(l.key, b.keys.size());
             if (added) b.keys.push_back(l.key);
@@ -82,14 +87,25 @@ double truncated(double v) {
 }
 }  // namespace
 
-bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out) {
-    constexpr std::size_t record = 9 * sizeof(double);
-    if (r.type != redis::reply::kind::string || r.str.size() % record != 0) return false;
-    for (std::size_t i = 0; i < r.str.size(); i += record) {
-        double v[9];
-        std::memcpy(v, r.str.data() + i, record);
-        for (double& x : v)
-            x = truncated(x);
+bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
+                  std::vector<decided_state>* states, double* now_us) {
+    constexpr std::size_t head = 11 * sizeof(double);
+    if (r.type != redis::reply::kind::string) return false;
+    const std::string& s = r.str;
+    std::size_t i = 0;
+    while (i < s.size()) {
+        if (s.size() - i < head) return false;
+        double v[11];
+        std::memcpy(v, s.data() + i, head);
+        i += head;
+        double extra = v[10];
+        if (!(extra >= 0 && extra <= static_cast<double>((s.size() - i) / sizeof(double))) ||
+            extra != std::floor(extra))
+            return false;
+        auto n = static_cast<std::size_t>(extra);
+        if (now_us) *now_us = v[9];
+        for (std::size_t k = 0; k < 9; ++k)
+            v[k] = truncated(v[k]);
         chain_decision d;
         d.allowed = v[0] == 1;
         d.decider = static_cast<int>(v[1]);
@@ -101,6 +117,26 @@ bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out) {
         d.rule = static_cast<int>(v[7]);
         d.shadow_mask = static_cast<std::uint32_t>(v[8]);
         out.push_back(d);
+        if (states) {
+            decided_state ds;
+            if (n >= 2) {
+                std::vector<double> x(n);
+                std::memcpy(x.data(), s.data() + i, n * sizeof(double));
+                ds.present = true;
+                ds.state.present = true;
+                if (x[0] == 1) {
+                    if (n % 2 != 0) return false;
+                    ds.expiry_us = std::numeric_limits<double>::infinity();
+                    for (std::size_t k = 2; k < n; k += 2)
+                        ds.state.log.push_back({x[k], x[k + 1]});
+                } else {
+                    ds.expiry_us = x[1];
+                    ds.state.values.assign(x.begin() + 2, x.end());
+                }
+            }
+            states->push_back(std::move(ds));
+        }
+        i += n * sizeof(double);
     }
     return true;
 }

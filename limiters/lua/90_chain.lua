@@ -9,9 +9,13 @@
 -- ARGV[2]: doubles, per spec: algorithm, shadow (0/1), delay_us, rule count, 4 numbers per rule.
 -- ARGV[3]: doubles, one cost per request.
 -- ARGV[4]: uint16, per request: layer count, then (key index, spec index) per layer (1-based).
--- Returns one string of 9 packed doubles per request (the client truncates them to integers):
---       allowed, deciding layer (0-based, -1 none), wait_us, retry_us, header layer (0-based,
---       -1 none), remaining, reset_us, rule, shadow mask.
+-- A layer count with 0x8000 added asks for the deciding layer's state if the request is
+-- rejected (decider_state below).
+-- Returns one record per request: 11 packed doubles (the client truncates the first nine to
+--       integers): allowed, deciding layer (0-based, -1 none; the rejecting layer with the
+--       longest retry, first on ties), wait_us, retry_us, header layer (0-based, -1 none),
+--       remaining, reset_us, rule, shadow mask, the script's now_us, and n; then n doubles of
+--       the deciding layer's state when it was asked for.
 --
 -- State strings are packed doubles: the rules' state, then the key's physical expiry on the
 -- Redis clock (µs) and its logical expiry on the limiter clock. A write keeps the key's TTL
@@ -77,6 +81,7 @@ do
   local i = 1
   for r = 1, nreq do
     local nl = lay[i]
+    if nl >= 0x8000 then nl = nl - 0x8000 end
     for l = 1, nl do
       local ki, si = lay[i + 2 * l - 1], lay[i + 2 * l]
       is_log[ki] = specs[si].algo == 2
@@ -170,9 +175,40 @@ end
 
 local result = {}
 local dirty, DT, EXP = {}, {}, {}  -- keys to write, in first-write order; their TTL and expiry
+
+-- The state a rejecting layer decided on, for the gateway's over-limit cache: packed doubles,
+-- kind (0 = state numbers, 1 = log), the logical expiry on the limiter clock (0 = none), then
+-- the rules' state numbers, or (time, permits) per log entry that a later decision can still
+-- see. Empty when there is nothing to give (no state, or a log of more than 64 such entries).
+local function decider_state(spec, ki, now)
+  if spec.algo == 2 then
+    local L = LOG[ki]
+    if not L.newest then return '' end
+    local t = max(now, L.newest)
+    local r = redis.call('ZRANGE', L.key, '(' .. fmt('%.17g', t - spec.longest), '+inf', 'BYSCORE',
+                         'LIMIT', 0, 65, 'WITHSCORES')
+    if #r > 128 then return '' end
+    local out = {pack('dd', 1, 0)}
+    for j = 1, #r, 2 do
+      local _, _, p = log_member(r[j])
+      out[#out + 1] = pack('dd', tonumber(r[j + 1]), p)
+    end
+    return table.concat(out)
+  end
+  local st, total = S[ki], spec.total
+  if not st or SN[ki] ~= total + 2 then return '' end
+  local f = FMT[total]
+  if not f then
+    f = string.rep('d', total)
+    FMT[total] = f
+  end
+  return pack('dd', 0, EXP[ki] or st[total + 2]) .. pack(f, unpack(st, 1, total))
+end
+
 local i = 1
 for r = 1, nreq do
   local cost, nl = costs[r], lay[i]
+  if nl >= 0x8000 then nl = nl - 0x8000 end
   for l = 1, nl do
     local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
     if spec.algo == 2 then
@@ -185,13 +221,17 @@ for r = 1, nreq do
   end
   local allowed, decider, wait, retry, all_wait = true, -1, 0, 0, true
   local shadow_mask = 0
+  local want_state = lay[i] >= 0x8000
   for l = 1, nl do
     if specs[lay[i + 2 * l]].shadow then
       if not VA[l] then shadow_mask = shadow_mask + 2 ^ (l - 1) end
     elseif not VA[l] then
-      if allowed then decider = l - 1 end
+      -- The most restrictive rejecting layer decides: the longest retry, first on ties.
+      if allowed or VT[l] > retry then
+        decider = l - 1
+        retry = VT[l]
+      end
       allowed = false
-      retry = max(retry, VT[l])
       if VW[l] > 0 then wait = max(wait, VW[l]) else all_wait = false end
     end
   end
@@ -231,7 +271,13 @@ for r = 1, nreq do
   end
   local rem, rs, ru = 0, 0, 0
   if header >= 0 then rem, rs, ru = VM[header + 1], VS[header + 1], VU[header + 1] end
-  result[r] = pack('ddddddddd', allowed and 1 or 0, decider, wait, retry, header, rem, rs, ru, shadow_mask)
+  local extra = ''
+  if want_state and not allowed then
+    local ki, spec = lay[i + 2 * decider + 1], specs[lay[i + 2 * decider + 2]]
+    extra = decider_state(spec, ki, now)
+  end
+  result[r] = pack('ddddddddddd', allowed and 1 or 0, decider, wait, retry, header, rem, rs, ru, shadow_mask,
+                   now, #extra / 8) .. extra
   i = i + 1 + 2 * nl
 end
 

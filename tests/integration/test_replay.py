@@ -30,7 +30,7 @@ CONFIG = {
 }
 
 
-class Replay(GatewayTest):
+class ReplayCase(GatewayTest):
     def setUp(self):
         super().setUp()
         self.tmp = tempfile.mkdtemp()
@@ -47,6 +47,9 @@ class Replay(GatewayTest):
         return subprocess.run([binary("rategate"), "replay", "--config", cfg, "--trace", trace, "--backend", backend],
                               capture_output=True, text=True, timeout=120)
 
+
+
+class Replay(ReplayCase):
     def trace(self, n=3000, seed=7):
         rnd = random.Random(seed)
         t = 1_700_000_000_000.0
@@ -115,3 +118,82 @@ class Replay(GatewayTest):
         limited = sum(1 for l in a[:-1] if '"allowed":false' in l)
         self.assertGreater(limited, 100)
         self.assertNotEqual(redis.cli("DBSIZE"), "0")
+
+
+# Floods over every algorithm, in chains the over-limit cache may answer (no shadow or delay
+# layer); routes with different costs share limiters.
+CACHE_CONFIG = {
+    "listen": "127.0.0.1:1",
+    "upstreams": {"u": {"targets": ["127.0.0.1:9"]}},
+    "identity": {"user": {"header": "X-User-Id"}},
+    "limiters": {
+        "global": {"scope": "global", "algorithm": "token_bucket", "rules": [{"rate": 300, "period": "1s", "burst": 60}]},
+        "user-log": {"scope": "user", "algorithm": "sliding_window_log", "rules": [{"limit": 5, "window": "2s"}]},
+        "user-log2": {"scope": "user", "algorithm": "sliding_window_log",
+                      "rules": [{"limit": 3, "window": "300ms"}, {"limit": 8, "window": "3s"}]},
+        "user-fw": {"scope": "user", "algorithm": "fixed_window", "rules": [{"limit": 4, "window": "3s"}]},
+        "user-swc": {"scope": "user", "algorithm": "sliding_window_counter",
+                     "rules": [{"limit": 6, "window": "2s", "buckets": 4}]},
+        "user-gcra": {"scope": "user", "algorithm": "gcra", "rules": [{"rate": 2, "period": "1s", "burst": 4}]},
+        "ip-leaky": {"scope": "ip", "algorithm": "leaky_bucket", "rules": [{"rate": 3, "period": "700ms", "capacity": 6}]},
+        "user-bursty": {"scope": "user", "algorithm": "smooth_bursty", "rules": [{"rate": 4, "max_burst_seconds": 1}]},
+        "ip-tb": {"scope": "ip", "algorithm": "token_bucket", "per_route": True,
+                  "rules": [{"rate": 3, "period": "1s", "burst": 2}, {"rate": 20, "period": "10s", "burst": 6}]},
+        "user-warm": {"scope": "user", "algorithm": "smooth_warming_up", "rules": [{"rate": 5, "warmup_period": "1s"}]},
+    },
+    "routes": [
+        {"name": "log", "match": {"path": "/l"}, "upstream": "u", "limiters": ["global", "user-log"]},
+        {"name": "log-heavy", "match": {"path": "/lh"}, "upstream": "u", "cost": 2, "limiters": ["user-log", "global"]},
+        {"name": "log2", "match": {"path": "/l2"}, "upstream": "u", "limiters": ["user-log2", "ip-leaky"]},
+        {"name": "fw", "match": {"path": "/f"}, "upstream": "u", "limiters": ["global", "user-fw"]},
+        {"name": "swc", "match": {"path": "/s"}, "upstream": "u", "limiters": ["user-swc", "global"]},
+        {"name": "gcra", "match": {"path": "/g"}, "upstream": "u", "cost": 2, "limiters": ["global", "user-gcra", "ip-leaky"]},
+        {"name": "bursty", "match": {"path": "/b"}, "upstream": "u", "limiters": ["user-bursty", "ip-tb"]},
+        {"name": "warm", "match": {"path": "/w"}, "upstream": "u", "limiters": ["user-warm"]},
+    ],
+}
+
+
+class OverLimitCache(ReplayCase):
+    """The over-limit cache on Redis: with it on, replay gives decision for decision what it
+    gives with it off (every call to Redis), and the cache answers a large share of a flood."""
+
+    def flood(self, n, seed):
+        rnd = random.Random(seed)
+        t = 1_700_000_000_000.0
+        routes = [r["name"] for r in CACHE_CONFIG["routes"]]
+        out = []
+        for _ in range(n):
+            step = rnd.random()
+            t += rnd.uniform(0, 2) if step < 0.85 else rnd.uniform(0, 100) if step < 0.98 else rnd.uniform(0, 2000)
+            t = round(t, 3)
+            line = {"t_ms": t, "route": rnd.choice(routes), "user": "u%d" % rnd.randrange(3),
+                    "ip": "10.0.0.%d" % rnd.randrange(3)}
+            if rnd.random() < 0.02:
+                line["cost"] = 1  # a trace may cost less than its route
+            out.append(line)
+        return out
+
+    def test_cache_on_and_off_give_the_same_decisions(self):
+        redis = self.track(RedisServer())
+        hits = 0
+        for seed in (1, 2, 3):
+            lines = self.flood(4000, seed)
+            outputs = []
+            for entries in (0, 10000):
+                redis.cli("FLUSHALL")
+                config = dict(CACHE_CONFIG, redis={"url": "redis://127.0.0.1:%d/0" % redis.port,
+                                                   "over_limit_cache": entries})
+                p = self.replay(config, lines, "redis")
+                self.assertEqual(p.returncode, 0, p.stderr)
+                outputs.append(p.stdout.splitlines())
+            off, on = outputs
+            self.assertEqual(len(off), len(lines) + 1)
+            for i, (a, b) in enumerate(zip(off[:-1], on[:-1])):
+                self.assertEqual(a, b, "seed %d, line %d: %s" % (seed, i + 1, json.dumps(lines[i])))
+            self.assertEqual(json.loads(off[-1])["summary"]["cache_hits"], 0)
+            summary = json.loads(on[-1])["summary"]
+            hits += summary["cache_hits"]
+            self.assertGreater(summary["limited"], len(lines) // 3)
+            self.assertGreater(summary["cache_hits"], summary["limited"] // 3, summary)
+        print("over-limit cache on Redis: %d answers from the cache in 3 x 4000 requests" % hits)
