@@ -6,12 +6,11 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import tempfile
-import time
+
+from benchlib import Procs, free_port, parse_wrk, redis_evalsha_calls, tree_cpu_seconds, wait_port, wrk_command
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--build-dir", default="build")
@@ -30,71 +29,10 @@ parser.add_argument("--limits", action="store_true",
 args = parser.parse_args()
 
 work = tempfile.mkdtemp(prefix="rategate-bench-")
-procs = []
-CLK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port):
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit("nothing on port %d" % port)
-
-
-def start(args_, name):
-    log = open(os.path.join(work, name + ".log"), "w")
-    p = subprocess.Popen(args_, stdout=log, stderr=subprocess.STDOUT)
-    procs.append(p)
-    return p
-
-
-def tree_cpu_seconds(pid):
-    """user+sys CPU of pid and its children (nginx master + worker)."""
-    total = 0
-    pids = [pid]
-    try:
-        out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-        pids += [int(x) for x in out.split()]
-    except OSError:
-        pass
-    for p in pids:
-        try:
-            with open("/proc/%d/stat" % p) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except OSError:
-            pass
-    return total / CLK
-
-
-def nginx(name, body):
-    d = os.path.join(work, name)
-    os.makedirs(d)
-    conf = os.path.join(d, "nginx.conf")
-    with open(conf, "w") as f:
-        f.write("""worker_processes 1;
-pid %s/nginx.pid;
-error_log %s/error.log warn;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path %s;
-  proxy_temp_path %s;
-  keepalive_requests 1000000;
-  %s
-}
-""" % (d, d, d, d, body))
-    p = start(["nginx", "-p", d, "-c", conf, "-g", "daemon off;"], name)
-    return p
+running = Procs(work)
+procs = running.procs
+start = running.start
+nginx = running.nginx
 
 
 up_port, nginx_port, gw_port = free_port(), free_port(), free_port()
@@ -132,9 +70,7 @@ if args.access_log:
 redis_proc = None
 if args.limits:
     redis_port = free_port()
-    redis_proc = start(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-                        "--appendonly", "no", "--daemonize", "no", "--logfile", ""], "redis")
-    wait_port(redis_port)
+    redis_proc = running.redis(redis_port)
     # Limits far above the load: this measures the cost of deciding, not of rejecting.
     chain = {
         "redis": {"url": "redis://127.0.0.1:%d/0" % redis_port, "command_timeout": "500ms"},
@@ -199,38 +135,16 @@ for port, _ in targets.values():
 
 
 def evalsha_calls():
-    if not redis_proc:
-        return 0
-    out = subprocess.run(["redis-cli", "-p", str(redis_port), "INFO", "commandstats"], capture_output=True,
-                         text=True).stdout
-    m = re.search(r"cmdstat_evalsha:calls=(\d+)", out)
-    return int(m.group(1)) if m else 0
-
-
-def ms(text):
-    m = re.match(r"([\d.]+)(us|ms|s|m)$", text)
-    if not m:
-        raise SystemExit("cannot parse wrk latency %r" % text)
-    v = float(m.group(1))
-    return {"us": v / 1000, "ms": v, "s": v * 1000, "m": v * 60000}[m.group(2)]
+    return redis_evalsha_calls(redis_port) if redis_proc else 0
 
 
 def wrk(port, duration, name=""):
     scheme, extra = variants.get(name, ("http", []))
     env = dict(os.environ, CONNECTION_CLOSE="1" if "close" in extra else "0")
-    out = subprocess.run(["wrk", "-t1", "-c%d" % args.connections, "-d%ds" % duration, "--latency",
-                          "-s", os.path.join(os.path.dirname(os.path.abspath(__file__)), "wrk-users.lua"),
-                          "%s://127.0.0.1:%d%s" % (scheme, port, args.path)], env=env,
-                         capture_output=True, text=True).stdout
-    if "Latency Distribution" not in out:
-        raise SystemExit("wrk failed against port %d:\n%s" % (port, out))
-    dist = out.split("Latency Distribution", 1)[1]
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    p50 = ms(re.search(r"^\s*50%\s+(\S+)", dist, re.M).group(1))
-    p99 = ms(re.search(r"^\s*99%\s+(\S+)", dist, re.M).group(1))
-    total = int(re.search(r"(\d+) requests in", out).group(1))
-    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return rps, p50, p99, total, int(non2xx.group(1)) if non2xx else 0
+    out = subprocess.run(wrk_command("%s://127.0.0.1:%d%s" % (scheme, port, args.path), duration,
+                                     args.connections, "wrk-users.lua"),
+                         env=env, capture_output=True, text=True).stdout
+    return parse_wrk(out, "port %d" % port)
 
 
 try:
@@ -282,13 +196,7 @@ try:
         med["rategate"]["rps"] / med["nginx-proxy"]["rps"], med["rategate"]["rps"] / med["direct"]["rps"],
         args.rounds, args.connections, args.duration))
 finally:
-    for p in procs:
-        p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    running.stop()
     if args.limits:
         with open(os.path.join(work, "rategate-4-layer.log")) as f:
             for line in f:

@@ -8,10 +8,16 @@
 # With --tls also: nginx-https and rategate-https (same certificate), keep-alive and with one
 # TLS handshake per request (Connection: close).
 # Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS] [--limits] [--tls]
+#        bench/run.sh --flood [-r ROUNDS] [-d SECONDS]   (one user flooding two instances:
+#        bench/flood_bench.py, the over-limit cache on and off beside nginx limit_req)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/setup.sh
 install_deps
 install_packages wrk nginx-light openssl
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [[ "${1:-}" == "--flood" ]]; then
+    shift
+    exec python3 bench/flood_bench.py --build-dir build "$@"
+fi
 exec python3 bench/proxy_bench.py --build-dir build "$@"
