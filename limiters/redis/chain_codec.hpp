@@ -1,0 +1,45 @@
+// The wire format of the chain script (limiters/lua/90_chain.lua), sans-I/O: a batch of
+// chains encoded as KEYS and packed ARGV, and the packed reply decoded into chain_decisions
+// and the deciding layers' states. tests/fuzz/fuzz_chain_reply.cpp feeds the decoder.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "limiters/chain.hpp"
+#include "limiters/local_store.hpp"
+#include "limiters/redis/reply.hpp"
+
+namespace rategate::limiters {
+
+/// Builds KEYS and ARGV for one call deciding `requests` (each a chain and a cost) in order.
+/// `now_us` < 0 means "use Redis TIME" (clock "redis"). ARGV is the time and three packed
+/// binary strings (specs, costs, layers; layout in limiters/lua/90_chain.lua). Where
+/// `want_state` (parallel to `requests`, may be null) is true, the reply carries the deciding
+/// layer's state if that request is rejected (for the over-limit cache).
+struct chain_batch {
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+    std::size_t requests = 0;
+};
+chain_batch encode_batch(
+    const std::vector<std::pair<const std::vector<layer_ref>*, double>>& requests, double now_us,
+    const std::vector<bool>* want_state = nullptr);
+
+/// The state a rejecting layer was decided on, as the script reports it when asked: the
+/// twin's layer_state (state numbers, or the log entries a later decision can still see) and
+/// the state's logical expiry on the limiter clock (µs; +inf for a log).
+struct decided_state {
+    bool present = false;
+    layer_state state;
+    double expiry_us = 0;
+};
+
+/// Decodes the script's reply (per request: nine numbers truncated to integers as an integer
+/// reply would be, the script's clock, then the deciding layer's state if asked for). `states`
+/// and `now_us` (the script's clock, µs), if given, receive those. Returns false on a
+/// malformed reply.
+bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
+                  std::vector<decided_state>* states = nullptr, double* now_us = nullptr);
+
+}  // namespace rategate::limiters
