@@ -403,9 +403,53 @@ void read_limits(const json& j, const std::string& path, checker& c, limits_conf
     o.finish();
 }
 
+void read_sentinel(const json& j, const std::string& path, checker& c, sentinel_config& out) {
+    object_reader o(j, path, c);
+    if (auto v = read_string(o.get("master", true), o.path("master"), c)) {
+        if (v->empty() || v->find_first_of(" \r\n") != std::string::npos)
+            c.fail(o.path("master"), "expected the master's name as the sentinels know it");
+        else
+            out.master = *v;
+    }
+    auto nodes_path = o.path("nodes");
+    if (const json* n = o.get("nodes", true)) {
+        if (!n->is_array() || n->empty()) {
+            c.fail(nodes_path, "expected a non-empty array of \"host:port\"");
+        } else {
+            for (std::size_t i = 0; i < n->size(); ++i)
+                if (auto hp = read_host_port(&(*n)[i], element(nodes_path, i), c, false))
+                    out.nodes.push_back(*hp);
+        }
+    }
+    if (auto v = read_string(o.get("username"), o.path("username"), c)) out.username = *v;
+    if (auto v = read_string(o.get("password"), o.path("password"), c)) out.password = *v;
+    o.finish();
+}
+
 void read_redis(const json& j, const std::string& path, checker& c, redis_config& out) {
     object_reader o(j, path, c);
-    if (auto url = read_string(o.get("url", true), o.path("url"), c)) {
+    const json* url_j = o.get("url");
+    const json* sentinel_j = o.get("sentinel");
+    const json* cluster_j = o.get("cluster");
+    int deployments = (url_j ? 1 : 0) + (sentinel_j ? 1 : 0) + (cluster_j ? 1 : 0);
+    if (deployments != 1 && o.valid())
+        c.fail(path, "needs exactly one of \"url\", \"sentinel\" or \"cluster\"");
+    if (cluster_j)
+        c.fail(o.path("cluster"),
+               "Redis Cluster is not supported by this version; use \"url\" or \"sentinel\"");
+    if (sentinel_j) {
+        out.url.clear();
+        out.host.clear();
+        out.port = 0;
+        out.sentinel.emplace();
+        read_sentinel(*sentinel_j, o.path("sentinel"), c, *out.sentinel);
+        if (auto v = read_int(o.get("db"), o.path("db"), c, 0, 9999)) out.db = static_cast<int>(*v);
+    } else {
+        o.get("db");  // known key: only meaningful beside "sentinel"
+        if (const json* db = j.is_object() && j.contains("db") ? &j.at("db") : nullptr; db)
+            c.fail(o.path("db"), "only applies beside \"sentinel\" (the url names the database)");
+    }
+    if (auto url = read_string(url_j, o.path("url"), c)) {
         auto parsed = boost::urls::parse_uri(*url);
         if (!parsed || parsed->scheme() != "redis" || parsed->host().empty()) {
             c.fail(o.path("url"),
@@ -417,6 +461,7 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
                 out.host = out.host.substr(1, out.host.size() - 2);
             out.port = parsed->has_port() ? parsed->port_number() : 6379;
             if (parsed->has_password()) out.password = parsed->password();
+            if (parsed->has_userinfo() && !parsed->user().empty()) out.username = parsed->user();
             std::string db = parsed->path();
             if (!db.empty() && db.front() == '/') db.erase(0, 1);
             if (!db.empty()) {
@@ -427,6 +472,9 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
             }
         }
     }
+    // Beside any deployment, they override what the url says (SPEC §2).
+    if (auto v = read_string(o.get("username"), o.path("username"), c)) out.username = *v;
+    if (auto v = read_string(o.get("password"), o.path("password"), c)) out.password = *v;
     if (auto v =
             read_int(o.get("connections_per_thread"), o.path("connections_per_thread"), c, 1, 64))
         out.connections_per_thread = static_cast<int>(*v);

@@ -33,10 +33,20 @@ struct limits_config {
 };
 
 /// SPEC §2 `redis`: where the shared limiter state lives.
+/// SPEC §2 "Redis deployments": the master is asked of these sentinels.
+struct sentinel_config {
+    std::string master;            ///< the name the sentinels monitor
+    std::vector<host_port> nodes;  ///< asked in order, the last one that answered first
+    std::string username;          ///< ACL user of the sentinels (empty: none)
+    std::string password;          ///< of the sentinels (empty: no AUTH)
+};
+
 struct redis_config {
-    std::string url = "redis://127.0.0.1:6379/0";
+    std::string url = "redis://127.0.0.1:6379/0";  ///< empty with sentinel
     std::string host = "127.0.0.1";
     std::uint16_t port = 6379;
+    std::optional<sentinel_config> sentinel;  ///< set: host/port come from the sentinels
+    std::string username;  ///< ACL user of the data nodes (empty: the default user)
     std::string password;  ///< empty: no AUTH
     int db = 0;
     int connections_per_thread = 1;

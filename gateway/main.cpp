@@ -77,12 +77,16 @@ int run_check(const std::string& file) {
                 std::cerr << p << "\n";
             return 1;
         }
-        std::cout << file << ": OK (" << cfg->routes.size() << " routes, " << cfg->upstreams.size()
-                  << " upstreams, " << cfg->limiters.size() << " limiters, "
-                  << (cfg->redis
-                          ? "redis " + cfg->redis->host + ":" + std::to_string(cfg->redis->port)
-                          : std::string("in-process limiter state"))
-                  << ")\n";
+        std::cout
+            << file << ": OK (" << cfg->routes.size() << " routes, " << cfg->upstreams.size()
+            << " upstreams, " << cfg->limiters.size() << " limiters, "
+            << (cfg->redis
+                    ? (cfg->redis->sentinel
+                           ? "redis sentinel master " + cfg->redis->sentinel->master + " via " +
+                                 std::to_string(cfg->redis->sentinel->nodes.size()) + " sentinels"
+                           : "redis " + cfg->redis->host + ":" + std::to_string(cfg->redis->port))
+                    : std::string("in-process limiter state"))
+            << ")\n";
         for (const auto& r : cfg->routes)
             std::cout << describe_route(*cfg, r) << "\n";
         return 0;

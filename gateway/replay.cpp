@@ -55,8 +55,7 @@ class redis_backend {
                std::chrono::steady_clock::now() < until)
             ioc_.run_one_for(std::chrono::milliseconds(10));
         if (conn_.state() == limiters::redis::connection::health::down)
-            throw std::runtime_error("cannot reach Redis at " + r.host + ":" +
-                                     std::to_string(r.port) + ": " + conn_.last_error());
+            throw std::runtime_error("cannot reach Redis: " + conn_.last_error());
     }
     /// Decides one request; `state` (if given) receives the deciding layer's state of a
     /// rejection, for the over-limit cache.
@@ -83,11 +82,7 @@ class redis_backend {
 
   private:
     static limiters::redis::connection_settings settings(const config::redis_config& r) {
-        limiters::redis::connection_settings s;
-        s.host = r.host;
-        s.port = r.port;
-        s.password = r.password;
-        s.db = r.db;
+        auto s = limiters::connection_settings_of(r);
         s.command_timeout = std::chrono::milliseconds(10000);
         s.watchdog = std::chrono::milliseconds(20000);
         return s;

@@ -225,7 +225,12 @@ void server::reload(std::shared_ptr<const config::config> next) {
     if ((next->redis.has_value() != old->redis.has_value()) ||
         (next->redis &&
          (next->redis->url != old->redis->url ||
-          next->redis->connections_per_thread != old->redis->connections_per_thread)))
+          next->redis->connections_per_thread != old->redis->connections_per_thread ||
+          next->redis->password != old->redis->password ||
+          next->redis->sentinel.has_value() != old->redis->sentinel.has_value() ||
+          (next->redis->sentinel &&
+           (next->redis->sentinel->master != old->redis->sentinel->master ||
+            next->redis->sentinel->nodes.size() != old->redis->sentinel->nodes.size())))))
         spdlog::warn("reload: redis connection changes apply after a restart");
     auto policy = std::make_shared<const limiters::policy>(*next);
     {

@@ -14,18 +14,6 @@ namespace rategate::gateway {
 
 namespace {
 
-limiters::redis::connection_settings settings_of(const config::redis_config& r) {
-    limiters::redis::connection_settings s;
-    s.host = r.host;
-    s.port = r.port;
-    s.password = r.password;
-    s.db = r.db;
-    s.command_timeout = r.command_timeout;
-    s.connect_timeout = std::max(std::chrono::milliseconds(200), r.command_timeout * 4);
-    s.watchdog = std::max(std::chrono::milliseconds(500), r.command_timeout * 10);
-    return s;
-}
-
 bool same_upstream(const config::upstream_config& a, const config::upstream_config& b) {
     if (a.targets.size() != b.targets.size()) return false;
     for (std::size_t i = 0; i < a.targets.size(); ++i)
@@ -71,7 +59,7 @@ worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>
     if (c->redis)
         for (int i = 0; i < c->redis->connections_per_thread; ++i)
             redis.push_back(std::make_unique<limiters::redis::connection>(
-                ioc.get_executor(), settings_of(*c->redis),
+                ioc.get_executor(), limiters::connection_settings_of(*c->redis),
                 std::vector<limiters::redis::script>{
                     {"chain", std::string(limiters::chain_script())}}));
     install(std::move(c), std::move(policy));

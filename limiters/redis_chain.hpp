@@ -5,11 +5,17 @@
 
 #include <string_view>
 
+#include "config/config.hpp"
 #include "limiters/redis/chain_codec.hpp"
+#include "limiters/redis/connection.hpp"
 
 namespace rategate::limiters {
 
 /// The assembled chain script (all algorithm files and the entry point, in name order).
 std::string_view chain_script();
+
+/// The connection settings of a config's `redis` section: address or sentinels, credentials,
+/// database; connect timeout 4x and watchdog 10x `command_timeout` (at least 200 / 500 ms).
+redis::connection_settings connection_settings_of(const config::redis_config& r);
 
 }  // namespace rategate::limiters

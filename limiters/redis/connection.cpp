@@ -1,5 +1,7 @@
 #include "limiters/redis/connection.hpp"
 
+#include "limiters/redis/sentinel.hpp"
+
 #include <algorithm>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -59,20 +61,27 @@ struct connection::impl : std::enable_shared_from_this<impl> {
           settings(std::move(s)),
           scripts(std::move(sc)),
           socket(ex),
-          resolver(ex),
           wake(ex),
           retry(ex),
-          shas(scripts.size()) {}
+          ask_socket(ex),
+          sub_socket(ex),
+          sub_retry(ex),
+          shas(scripts.size()),
+          target{settings.host, settings.port} {}
 
     net::any_io_executor executor;
     connection_settings settings;
     std::vector<script> scripts;
     tcp::socket socket;
-    tcp::resolver resolver;
     net::steady_timer wake;   ///< the writer sleeps on it; cancel() wakes it
     net::steady_timer retry;  ///< reconnect backoff
     multiplexer mux;          ///< owns every pending request's reply slot
+    tcp::socket ask_socket;   ///< Sentinel: asking a sentinel for the master
+    tcp::socket sub_socket;   ///< Sentinel: the +switch-master subscription
+    net::steady_timer sub_retry;
     std::vector<std::string> shas;
+    endpoint target;                     ///< the server connected to (Sentinel: its master)
+    std::size_t preferred_sentinel = 0;  ///< the sentinel that answered last
     phase state = phase::idle;
     bool ever_connected = false;
     clock::time_point connect_deadline{};  ///< resolve + connect + handshake
@@ -114,10 +123,213 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     void close_now() {
         if (state == phase::closed) return;
         state = phase::closed;
-        resolver.cancel();
         wake.cancel();
         retry.cancel();
+        sub_retry.cancel();
+        boost::system::error_code ignored;
+        ask_socket.close(ignored);
+        sub_socket.close(ignored);
         lose_connection(client_error::stopped);
+    }
+
+    std::string where() const { return target.host + ":" + std::to_string(target.port); }
+
+    // Resolves and connects `s` to host:port before `deadline`; `why` says what failed.
+    net::awaitable<std::error_code> open(tcp::socket& s, const std::string& host,
+                                         std::uint16_t port, clock::time_point deadline,
+                                         std::string& why) {
+        boost::system::error_code ignored;
+        s.close(ignored);
+        s = tcp::socket(executor);
+        auto name = host + ":" + std::to_string(port);
+        tcp::resolver local(executor);
+        net::steady_timer timer(executor, deadline);
+        auto resolved = co_await (local.async_resolve(host, std::to_string(port), use_nothrow) ||
+                                  timer.async_wait(use_nothrow));
+        if (resolved.index() == 1) {
+            why = "timed out resolving " + host;
+            co_return make_error_code(client_error::timeout);
+        }
+        auto [rec, endpoints] = std::get<0>(resolved);
+        if (rec) {
+            why = "cannot resolve " + host + ": " + rec.message();
+            co_return make_error_code(client_error::not_connected);
+        }
+        if (state == phase::closed) co_return make_error_code(client_error::stopped);
+        timer.expires_at(deadline);
+        auto connected_to = co_await (net::async_connect(s, endpoints, use_nothrow) ||
+                                      timer.async_wait(use_nothrow));
+        if (connected_to.index() == 1) {
+            why = "timed out connecting to " + name;
+            co_return make_error_code(client_error::timeout);
+        }
+        if (auto [cec, ep] = std::get<0>(connected_to); cec) {
+            why = "cannot connect to " + name + ": " + cec.message();
+            co_return make_error_code(client_error::not_connected);
+        }
+        s.set_option(tcp::no_delay(true), ignored);
+        co_return std::error_code{};
+    }
+
+    // A short exchange on `s` with its own multiplexer: `commands` in one write, one reply
+    // each, all before `deadline`. nullopt (and `why`) when the server did not answer in time.
+    net::awaitable<std::optional<std::vector<reply>>> converse(tcp::socket& s,
+                                                               std::vector<std::string> commands,
+                                                               clock::time_point deadline,
+                                                               std::string& why) {
+        multiplexer m;
+        std::vector<std::shared_ptr<reply_slot>> slots;
+        for (auto& c : commands) {
+            slots.push_back(std::make_shared<reply_slot>());
+            m.push(std::move(c), slots.back());
+        }
+        auto out = m.prepare_write();
+        net::steady_timer timer(executor, deadline);
+        auto wrote = co_await (net::async_write(s, net::buffer(out), use_nothrow) ||
+                               timer.async_wait(use_nothrow));
+        if (wrote.index() == 1 || std::get<0>(std::get<0>(wrote))) {
+            why = "write failed";
+            co_return std::nullopt;
+        }
+        m.commit_write(clock::now());
+        std::vector<char> buf(4096);
+        while (!slots.back()->done()) {
+            auto got = co_await (s.async_read_some(net::buffer(buf), use_nothrow) ||
+                                 timer.async_wait(use_nothrow));
+            if (got.index() == 1) {
+                why = "no answer within command_timeout";
+                co_return std::nullopt;
+            }
+            auto [ec, n] = std::get<0>(got);
+            if (ec) {
+                why = "connection closed: " + ec.message();
+                co_return std::nullopt;
+            }
+            if (m.consume(buf.data(), n)) {
+                why = "protocol error";
+                co_return std::nullopt;
+            }
+        }
+        std::vector<reply> out_replies;
+        for (auto& slot : slots)
+            out_replies.push_back(std::move(slot->value()));
+        co_return out_replies;
+    }
+
+    std::string sentinel_auth() const {
+        const auto& st = *settings.sentinel;
+        if (st.password.empty()) return {};
+        return st.username.empty() ? command("AUTH", st.password)
+                                   : command("AUTH", st.username, st.password);
+    }
+
+    // Sentinel: asks the sentinels, the one that answered last first, for the master's
+    // address; one that does not answer within command_timeout is skipped.
+    net::awaitable<std::error_code> discover() {
+        const auto& st = *settings.sentinel;
+        std::string tried;
+        for (std::size_t k = 0; k < st.nodes.size(); ++k) {
+            if (state != phase::connecting) co_return make_error_code(client_error::stopped);
+            auto idx = (preferred_sentinel + k) % st.nodes.size();
+            const auto& [host, port] = st.nodes[idx];
+            auto name = host + ":" + std::to_string(port);
+            auto deadline = clock::now() + settings.command_timeout;
+            std::string why;
+            std::optional<std::vector<reply>> replies;
+            if (!co_await open(ask_socket, host, port, deadline, why)) {
+                std::vector<std::string> cmds;
+                if (auto auth = sentinel_auth(); !auth.empty()) cmds.push_back(std::move(auth));
+                cmds.push_back(command("SENTINEL", "get-master-addr-by-name", st.master));
+                replies = co_await converse(ask_socket, std::move(cmds), deadline, why);
+            }
+            boost::system::error_code ignored;
+            ask_socket.close(ignored);
+            if (replies) {
+                if (replies->size() == 2 && replies->front().is_error()) {
+                    why = "AUTH refused: " + replies->front().str;
+                } else if (auto addr = parse_master_addr(replies->back())) {
+                    target = *addr;
+                    preferred_sentinel = idx;
+                    co_return std::error_code{};
+                } else {
+                    why = replies->back().is_error() ? replies->back().str
+                                                     : "does not know the master";
+                }
+            }
+            tried += (tried.empty() ? "" : "; ") + name + ": " + why;
+        }
+        last_error = "no sentinel gave the address of master \"" + st.master + "\" (" + tried + ")";
+        co_return make_error_code(client_error::not_connected);
+    }
+
+    // Sentinel: subscribed to +switch-master on one sentinel at a time (the next one when it
+    // goes away); a failover of our master drops the connection so that the next connect asks
+    // the sentinels again, at once rather than at the next error.
+    net::awaitable<void> watch_sentinels() {
+        auto self = shared_from_this();
+        const auto& st = *settings.sentinel;
+        std::size_t idx = preferred_sentinel;
+        auto backoff = settings.backoff_min;
+        while (state != phase::closed && state != phase::draining) {
+            const auto& [host, port] = st.nodes[idx % st.nodes.size()];
+            std::string why;
+            if (!co_await open(sub_socket, host, port, clock::now() + settings.connect_timeout,
+                               why)) {
+                multiplexer m;
+                auto confirmed = std::make_shared<reply_slot>();
+                if (auto auth = sentinel_auth(); !auth.empty()) m.push(std::move(auth), nullptr);
+                m.push(command("SUBSCRIBE", "+switch-master"), confirmed);
+                auto out = m.prepare_write();
+                auto [wec, wn] =
+                    co_await net::async_write(sub_socket, net::buffer(out), use_nothrow);
+                m.commit_write(clock::now());
+                std::vector<char> buf(4096);
+                auto message = confirmed;
+                while (!wec && state != phase::closed && state != phase::draining) {
+                    if (message->done()) {
+                        if (message != confirmed) {
+                            if (auto to = parse_switch_master(message->value(), st.master))
+                                follow_failover(*to);
+                        } else if (confirmed->value().is_error()) {
+                            break;  // refused (AUTH): try the next sentinel
+                        } else {
+                            backoff = settings.backoff_min;  // subscribed
+                        }
+                        message = std::make_shared<reply_slot>();
+                        m.push(std::string(), message);  // the next pushed message
+                        m.prepare_write();
+                        m.commit_write(clock::now());
+                        continue;
+                    }
+                    auto [ec, n] =
+                        co_await sub_socket.async_read_some(net::buffer(buf), use_nothrow);
+                    if (ec || m.consume(buf.data(), n)) break;
+                }
+            }
+            boost::system::error_code ignored;
+            sub_socket.close(ignored);
+            if (state == phase::closed || state == phase::draining) break;
+            ++idx;  // try the next sentinel
+            std::uniform_real_distribution<double> jitter(0.5, 1.0);
+            sub_retry.expires_after(
+                std::chrono::milliseconds(static_cast<long>(backoff.count() * jitter(rng))));
+            backoff = std::min(settings.backoff_max, backoff * 2);
+            co_await sub_retry.async_wait(use_nothrow);
+        }
+    }
+
+    // +switch-master for our master: leave the old one now (pending calls fail with
+    // connection_lost), connect to whatever the sentinels name next.
+    void follow_failover(const endpoint& to) {
+        if (state == phase::closed || state == phase::draining) return;
+        last_error = "Sentinel: +switch-master from " + where() + " to " + to.host + ":" +
+                     std::to_string(to.port);
+        if (state == phase::ready || state == phase::handshaking) {
+            boost::system::error_code ignored;
+            socket.close(ignored);  // the run loop's reader/writer end and it reconnects
+        } else {
+            retry.cancel();  // waiting to reconnect: go now
+        }
     }
 
     net::awaitable<void> run() {
@@ -163,40 +375,18 @@ struct connection::impl : std::enable_shared_from_this<impl> {
         lose_connection(client_error::stopped);
     }
 
-    // connecting: resolve and connect within connect_timeout.
+    // connecting: (Sentinel: ask for the master, then) resolve and connect within
+    // connect_timeout.
     net::awaitable<std::error_code> connect() {
-        boost::system::error_code ignored;
-        socket.close(ignored);
-        socket = tcp::socket(executor);
-        connect_deadline = clock::now() + settings.connect_timeout;
-        net::steady_timer timer(executor, connect_deadline);
-        auto resolved = co_await (
-            resolver.async_resolve(settings.host, std::to_string(settings.port), use_nothrow) ||
-            timer.async_wait(use_nothrow));
-        if (resolved.index() == 1) {
-            last_error = "timed out resolving " + settings.host;
-            co_return make_error_code(client_error::timeout);
-        }
-        auto [rec, endpoints] = std::get<0>(resolved);
-        if (rec) {
-            last_error = "cannot resolve " + settings.host + ": " + rec.message();
-            co_return make_error_code(client_error::not_connected);
-        }
+        if (settings.sentinel)
+            if (auto ec = co_await discover()) co_return ec;
         if (state != phase::connecting) co_return make_error_code(client_error::stopped);
-        timer.expires_at(connect_deadline);
-        auto connected_to = co_await (net::async_connect(socket, endpoints, use_nothrow) ||
-                                      timer.async_wait(use_nothrow));
-        if (connected_to.index() == 1) {
-            last_error =
-                "timed out connecting to " + settings.host + ":" + std::to_string(settings.port);
-            co_return make_error_code(client_error::timeout);
+        connect_deadline = clock::now() + settings.connect_timeout;
+        std::string why;
+        if (auto ec = co_await open(socket, target.host, target.port, connect_deadline, why)) {
+            last_error = why;
+            co_return ec;
         }
-        if (auto [cec, ep] = std::get<0>(connected_to); cec) {
-            last_error = "cannot connect to " + settings.host + ":" +
-                         std::to_string(settings.port) + ": " + cec.message();
-            co_return make_error_code(client_error::not_connected);
-        }
-        socket.set_option(tcp::no_delay(true), ignored);
         co_return std::error_code{};
     }
 
@@ -214,7 +404,9 @@ struct connection::impl : std::enable_shared_from_this<impl> {
         };
         std::size_t checked = 0;
         if (!settings.password.empty()) {
-            add("AUTH", command("AUTH", settings.password));
+            add("AUTH", settings.username.empty()
+                            ? command("AUTH", settings.password)
+                            : command("AUTH", settings.username, settings.password));
             if (auto ec = co_await handshake_round(steps, checked)) co_return ec;
         }
         if (settings.db != 0) add("SELECT", command("SELECT", std::to_string(settings.db)));
@@ -283,10 +475,9 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     // Why a ROLE reply rules this server out ("" when it is usable). A user whose ACL forbids
     // ROLE (NOPERM) is taken at its word; an unavailable reply or a replica is not usable.
     std::string role_problem(const reply& r) const {
-        auto where = settings.host + ":" + std::to_string(settings.port);
-        if (r.is_unavailable_error()) return "Redis at " + where + " answered ROLE with " + r.str;
+        if (r.is_unavailable_error()) return "Redis at " + where() + " answered ROLE with " + r.str;
         if (r.type == reply::kind::array && !r.elements.empty() && r.elements[0].str != "master")
-            return "Redis at " + where + " is a " + r.elements[0].str + ", not a master";
+            return "Redis at " + where() + " is a " + r.elements[0].str + ", not a master";
         return {};
     }
 
@@ -452,6 +643,8 @@ void connection::start() {
     if (impl_->state != phase::idle) return;
     impl_->state = phase::connecting;
     net::co_spawn(impl_->executor, impl_->run(), net::detached);
+    if (impl_->settings.sentinel && !impl_->settings.sentinel->nodes.empty())
+        net::co_spawn(impl_->executor, impl_->watch_sentinels(), net::detached);
 }
 
 void connection::stop() {

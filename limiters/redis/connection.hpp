@@ -2,6 +2,10 @@
 // multiplexer over Asio: auto-corked pipelined writes, FIFO replies, per-call deadlines, a
 // watchdog for a stalled server, idle PING, AUTH/SELECT, SCRIPT LOAD and ROLE on every connect,
 // reconnect with capped exponential backoff and jitter, EVALSHA with transparent NOSCRIPT retry.
+// With Sentinel, every connect first asks the sentinels for the master
+// (SENTINEL get-master-addr-by-name; one that does not answer within command_timeout is
+// skipped), and a subscription to +switch-master on one sentinel moves the connection to a new
+// master as soon as the sentinels fail over.
 //
 // The connection is an owning state machine, after Boost.Redis's connection:
 //   connecting -> handshaking -> ready -> (connection lost) -> connecting ...
@@ -16,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -26,10 +31,20 @@
 
 namespace rategate::limiters::redis {
 
+/// SPEC §2 "Redis deployments": where the master is asked for, instead of a fixed address.
+struct sentinel_settings {
+    std::string master;  ///< the name the sentinels monitor
+    std::vector<std::pair<std::string, std::uint16_t>> nodes;
+    std::string username;  ///< of the sentinels (empty: none)
+    std::string password;  ///< of the sentinels (empty: no AUTH)
+};
+
 struct connection_settings {
-    std::string host = "127.0.0.1";
+    std::string host = "127.0.0.1";  ///< unused with `sentinel`
     std::uint16_t port = 6379;
-    std::string password;  ///< empty: no AUTH
+    std::optional<sentinel_settings> sentinel;  ///< set: the master comes from the sentinels
+    std::string username;                       ///< ACL user (empty: AUTH with the password alone)
+    std::string password;                       ///< empty: no AUTH
     int db = 0;
     std::chrono::milliseconds connect_timeout{1000};  ///< resolve + connect + handshake
     std::chrono::milliseconds command_timeout{50};    ///< per exec(): reply or timeout error

@@ -1,0 +1,33 @@
+// Redis Sentinel replies, sans-I/O
+// (https://redis.io/docs/latest/operate/oss_and_stack/management/sentinel/): the answer to SENTINEL
+// get-master-addr-by-name and the +switch-master event of the Pub/Sub channel.
+// limiters/redis/connection.cpp asks and subscribes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "limiters/redis/reply.hpp"
+
+namespace rategate::limiters::redis {
+
+/// A server address as Sentinel gives it.
+struct endpoint {
+    std::string host;
+    std::uint16_t port = 0;
+    bool operator==(const endpoint&) const = default;
+};
+
+/// The reply to `SENTINEL get-master-addr-by-name NAME`: a two-element array (host, port), or
+/// nil when the sentinel does not know the master. nullopt for nil, an error or anything else.
+std::optional<endpoint> parse_master_addr(const reply& r);
+
+/// A message read while subscribed to `+switch-master`: the array
+/// ("message", "+switch-master", "<name> <old-ip> <old-port> <new-ip> <new-port>").
+/// Returns the new master's address when the message is that event for `master`.
+std::optional<endpoint> parse_switch_master(const reply& r, std::string_view master);
+
+}  // namespace rategate::limiters::redis
