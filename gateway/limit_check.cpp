@@ -1,192 +1,43 @@
 #include "gateway/limit_check.hpp"
 
-#include <spdlog/spdlog.h>
-#include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/async_result.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
-#include <cstring>
 #include <map>
-#include <optional>
-
-#include "limiters/local/over_limit_cache.hpp"
-#include "limiters/redis/connection.hpp"
-#include "limiters/redis_chain.hpp"
 
 namespace rategate::gateway {
 
 namespace net = boost::asio;
 using limiters::chain_decision;
+using limiters::wall_clock_us;
 
 namespace {
 
-constexpr std::size_t max_batch = 64;              // decisions per EVALSHA
 constexpr std::size_t max_waiting_per_key = 1024;  // shaped requests held per key and event loop
-
-double wall_clock_us() {
-    return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
 
 }  // namespace
 
-// Folds the decisions requested during one event-loop turn into one EVALSHA (up to max_batch
-// per call): decide() queues and suspends; a flush posted behind the current handlers sends
-// the queue; the reply resumes every waiter.
-struct limit_checker::batcher {
-    struct pending {
-        const std::vector<limiters::layer_ref>* refs;
-        double cost;
-        bool want_state;  ///< the reply should carry a rejecting layer's state (cache)
-        chain_decision result;
-        limiters::decided_state state;
-        double offset_us = 0;  ///< the script's clock minus the local clock at the reply
-        std::error_code ec;
-        std::optional<net::any_completion_handler<void()>> handler;
-    };
-    struct answer {
-        std::error_code ec;
-        chain_decision decision;
-        limiters::decided_state state;
-        double offset_us = 0;
-    };
-
-    batcher(net::any_io_executor ex,
-            std::vector<std::unique_ptr<limiters::redis::connection>>& conns, loop_metrics& metrics,
-            bool redis_clock)
-        : ex_(std::move(ex)), conns_(conns), metrics_(metrics), redis_clock_(redis_clock) {}
-
-    net::awaitable<answer> decide(const std::vector<limiters::layer_ref>& refs, double cost,
-                                  bool want_state) {
-        pending p{&refs, cost, want_state, {}, {}, 0, {}, {}};
-        queue_.push_back(&p);
-        if (!flush_posted_) {
-            flush_posted_ = true;
-            net::post(ex_, [this] { flush(); });
-        }
-        co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
-            [&p](auto handler) { p.handler.emplace(std::move(handler)); }, net::use_awaitable);
-        co_return answer{p.ec, p.result, std::move(p.state), p.offset_us};
-    }
-
-    void flush() {
-        flush_posted_ = false;
-        while (!queue_.empty()) {
-            auto n = std::min(max_batch, queue_.size());
-            std::vector<pending*> chunk(queue_.begin(),
-                                        queue_.begin() + static_cast<std::ptrdiff_t>(n));
-            queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-            net::co_spawn(ex_, send(std::move(chunk)), net::detached);
-        }
-    }
-
-    net::awaitable<void> send(std::vector<pending*> chunk) {
-        std::vector<std::pair<const std::vector<limiters::layer_ref>*, double>> reqs;
-        std::vector<bool> want(chunk.size());
-        reqs.reserve(chunk.size());
-        for (std::size_t i = 0; i < chunk.size(); ++i) {
-            reqs.push_back({chunk[i]->refs, chunk[i]->cost});
-            want[i] = chunk[i]->want_state;
-        }
-        auto batch = limiters::encode_batch(reqs, redis_clock_ ? -1 : wall_clock_us(), &want);
-        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
-        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
-        auto& conn = *conns_[next_++ % conns_.size()];
-        metrics_.redis_calls.add();
-        metrics_.redis_decisions.add(chunk.size());
-        auto started = std::chrono::steady_clock::now();
-        auto r = co_await conn.eval(0, keys, args);
-        metrics_.redis_latency.observe_us(
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
-                .count());
-        double received = wall_clock_us();
-        std::vector<chain_decision> decisions;
-        std::vector<limiters::decided_state> states;
-        double script_now = 0;
-        std::error_code ec = r.ec;
-        if (!ec && (r.value.is_error() ||
-                    !limiters::decode_batch(r.value, decisions, &states, &script_now) ||
-                    decisions.size() != chunk.size())) {
-            if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
-            ec = make_error_code(limiters::redis::client_error::protocol_error);
-        }
-        if (ec) metrics_.redis_errors.add();
-        for (std::size_t i = 0; i < chunk.size(); ++i) {
-            chunk[i]->ec = ec;
-            if (ec) continue;
-            chunk[i]->result = decisions[i];
-            chunk[i]->state = std::move(states[i]);
-            chunk[i]->offset_us = redis_clock_ ? script_now - received : 0;
-        }
-        // Resume the waiters from a fresh handler each, not inside this loop.
-        for (auto* p : chunk)
-            if (p->handler) {
-                net::post(ex_, [h = std::move(*p->handler)]() mutable { std::move(h)(); });
-                p->handler.reset();
-            }
-    }
-
-    net::any_io_executor ex_;
-    std::vector<std::unique_ptr<limiters::redis::connection>>& conns_;
-    loop_metrics& metrics_;
-    bool redis_clock_;
-    std::vector<pending*> queue_;
-    bool flush_posted_ = false;
-    std::size_t next_ = 0;
-};
-
-limit_checker::limit_checker(net::any_io_executor ex, const config::config& cfg,
-                             const limiters::policy& policy, limiters::local_store& local,
-                             loop_metrics& metrics,
-                             std::vector<std::unique_ptr<limiters::redis::connection>>& connections)
+limit_checker::limit_checker(const config::config& cfg, const limiters::policy& policy,
+                             limiters::local_store& local, loop_metrics& metrics,
+                             limiters::backend* shared)
     : cfg_(cfg),
       policy_(policy),
       local_(local),
-      connections_(connections),
+      shared_(shared),
       cache_(cfg.redis ? cfg.redis->over_limit_cache : 0),
-      metrics_(metrics) {
-    if (cfg.redis && !connections_.empty())
-        batcher_ = std::make_unique<batcher>(
-            ex, connections_, metrics_,
-            cfg.redis->clock == config::redis_config::clock_source::redis);
-}
+      metrics_(metrics) {}
 
 limit_checker::~limit_checker() = default;
 
 bool limit_checker::redis_ready() const {
-    for (const auto& c : connections_)
-        if (c->state() != limiters::redis::connection::health::down) return true;
-    return false;
+    return shared_ && shared_->ready();
 }
 
 void limit_checker::publish(loop_metrics& m) const {
     m.set_top(top_.snapshot(static_cast<std::int64_t>(wall_clock_us() / 1000)));
     m.cache_entries.store(static_cast<std::int64_t>(cache_.size()), std::memory_order_relaxed);
-    if (connections_.empty()) return;
-    std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
-    int state = 2;
-    for (const auto& c : connections_) {
-        auto s = c->stats();
-        commands += s.commands_written;
-        writes += s.writes;
-        reconnects += s.reconnects;
-        noscript += s.noscript_retries;
-        timeouts += s.timeouts;
-        state = std::min(state, static_cast<int>(c->state()));
-    }
-    m.redis_commands.store(commands, std::memory_order_relaxed);
-    m.redis_writes.store(writes, std::memory_order_relaxed);
-    m.redis_reconnects.store(reconnects, std::memory_order_relaxed);
-    m.redis_noscript.store(noscript, std::memory_order_relaxed);
-    m.redis_timeouts.store(timeouts, std::memory_order_relaxed);
-    m.redis_state.store(state, std::memory_order_relaxed);
 }
 
 void limit_checker::count(const limit_outcome& o) {
@@ -273,7 +124,7 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
 
     // The exact over-limit cache (limiters/local/over_limit_cache.hpp): a rejection it can
     // prove is answered here, the way Redis would answer it, while Redis is reachable.
-    bool cacheable = batcher_ && cache_.capacity() > 0 && max_delay == 0 &&
+    bool cacheable = shared_ && cache_.capacity() > 0 && max_delay == 0 &&
                      limiters::over_limit_cache::eligible(out.layers);
     if (cacheable && redis_ready()) {
         if (auto hit = cache_.lookup(out.layers, keys.refs, wall_clock_us(), cost)) {
@@ -291,13 +142,13 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
     for (;;) {
         chain_decision d;
         bool decided = false;
-        if (batcher_ &&
+        if (shared_ &&
             !(route.on_redis_error == config::redis_error_policy::local && !redis_ready())) {
-            auto a = co_await batcher_->decide(keys.refs, cost, cacheable);
+            auto a = co_await shared_->decide(keys.refs, cost, cacheable);
             if (!a.ec) {
                 d = a.decision;
                 decided = true;
-                if (cacheable) cache_.learn(out.layers, keys.refs, d, a.state, a.offset_us);
+                if (cacheable) cache_.learn(out.layers, keys.refs, d, a.state, a.clock_offset_us);
             } else {
                 out.redis_failed = true;
                 if (route.on_redis_error == config::redis_error_policy::allow) {
@@ -310,11 +161,11 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
             }
         }
         if (!decided) {
-            if (batcher_) {
+            if (shared_) {
                 out.used_local = true;
                 out.redis_failed = true;
             }
-            d = local_.decide(keys.refs, wall_clock_us(), cost);
+            d = local_.decide_now(keys.refs, cost);
         }
         out.decision = d;
         out.header =

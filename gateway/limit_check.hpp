@@ -1,10 +1,10 @@
-// Per-event-loop rate-limit checks of the request path (SPEC §2–§3): resolves a request's
-// chain, decides it with one backend call — on Redis, the decisions of requests arriving in
-// the same event-loop turn are folded into one EVALSHA — and applies the route's
-// on_redis_error policy (allow, deny, or the in-process twin) when Redis fails.
+// Per-event-loop rate-limit checks of the request path (SPEC §2–§3): identity → the chain's
+// keys (limiters/policy.hpp) → the over-limit cache or one backend call (limiters/backend.hpp:
+// Redis, whichever deployment, or in-process) → the outcome, applying the route's
+// on_redis_error policy (allow, deny, or the in-process twin) when Redis fails, and shaping
+// (delay layers). No socket here: tests/unit/test_limit_check.cpp drives it with a fake backend.
 #pragma once
 
-#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <map>
@@ -14,13 +14,11 @@
 #include "config/config.hpp"
 #include "gateway/admin/top_keys.hpp"
 #include "gateway/metrics.hpp"
+#include "limiters/backend.hpp"
+#include "limiters/local/local_backend.hpp"
 #include "limiters/local/over_limit_cache.hpp"
 #include "limiters/local_store.hpp"
 #include "limiters/policy.hpp"
-
-namespace rategate::limiters::redis {
-class connection;
-}
 
 namespace rategate::gateway {
 
@@ -46,32 +44,28 @@ struct limit_outcome {
 class limit_checker {
   public:
     /// `policy` and `local` are shared by every event loop; `cfg` must outlive the checker.
-    /// `connections` (may be empty: no Redis) belong to the event loop and outlive the checker.
-    limit_checker(boost::asio::any_io_executor ex, const config::config& cfg,
-                  const limiters::policy& policy, limiters::local_store& local,
-                  loop_metrics& metrics,
-                  std::vector<std::unique_ptr<limiters::redis::connection>>& connections);
-
-    /// Copies the Redis connections' counters and health into `m`.
-    void publish(loop_metrics& m) const;
+    /// `shared` (null without a `redis` section) is the loop's Redis backend and outlives the
+    /// checker; when it fails, the route's on_redis_error applies (`local`: the in-process
+    /// twin over `local`).
+    limit_checker(const config::config& cfg, const limiters::policy& policy,
+                  limiters::local_store& local, loop_metrics& metrics, limiters::backend* shared);
     ~limit_checker();
+
+    /// Copies this loop's limited keys (GET /top) and cache size into `m`.
+    void publish(loop_metrics& m) const;
 
     /// Decides one request of route `route_index` with `cost`.
     boost::asio::awaitable<limit_outcome> check(std::size_t route_index,
                                                 const limiters::identity& who, double cost);
 
-    /// True when Redis is configured and reachable (for /readyz).
+    /// True when Redis is configured and reachable.
     bool redis_ready() const;
-    /// Commands and socket writes of this loop's Redis connections (pipelining depth).
-
-    struct batcher;
 
   private:
     const config::config& cfg_;
     const limiters::policy& policy_;
-    limiters::local_store& local_;
-    std::vector<std::unique_ptr<limiters::redis::connection>>& connections_;
-    std::unique_ptr<batcher> batcher_;
+    limiters::local_backend local_;
+    limiters::backend* shared_;
     limiters::over_limit_cache cache_;  ///< exact answers to known rejections, this loop only
     boost::asio::awaitable<limit_outcome> decide(std::size_t route_index,
                                                  const limiters::identity& who, double cost);

@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "gateway/proxy/tls.hpp"
+#include "limiters/redis/redis_backend.hpp"
 #include "limiters/redis_chain.hpp"
 
 namespace rategate::gateway {
@@ -98,8 +99,20 @@ void worker::install(std::shared_ptr<const config::config> c,
     // Counters of the process survive the reload (SPEC §5). Requests still finishing on the old
     // runtime after this point count there and are not carried.
     if (rt) next->metrics->carry_over(*rt->metrics, *rt->cfg, *next->cfg);
-    next->limits = std::make_unique<limit_checker>(ioc.get_executor(), *next->cfg, *next->policy,
-                                                   local_, *next->metrics, redis);
+    if (next->cfg->redis && !redis.empty()) {
+        auto* m = next->metrics.get();  // the runtime owns both: it outlives the backend
+        next->store = std::make_unique<limiters::redis_backend>(
+            ioc.get_executor(), redis,
+            next->cfg->redis->clock == config::redis_config::clock_source::redis,
+            [m](std::size_t decisions, double latency_us, bool failed) {
+                m->redis_calls.add();
+                m->redis_decisions.add(decisions);
+                m->redis_latency.observe_us(latency_us);
+                if (failed) m->redis_errors.add();
+            });
+    }
+    next->limits = std::make_unique<limit_checker>(*next->cfg, *next->policy, local_,
+                                                   *next->metrics, next->store.get());
     for (const auto& [name, u] : next->cfg->upstreams) {
         std::shared_ptr<upstream_pool> pool;
         if (rt) {
@@ -135,6 +148,26 @@ void worker::start() {
 
 void worker::publish_metrics() {
     rt->limits->publish(*rt->metrics);
+    if (!redis.empty()) {
+        std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
+        int state = 2;
+        for (const auto& c : redis) {
+            auto s = c->stats();
+            commands += s.commands_written;
+            writes += s.writes;
+            reconnects += s.reconnects;
+            noscript += s.noscript_retries;
+            timeouts += s.timeouts;
+            state = std::min(state, static_cast<int>(c->state()));
+        }
+        auto& m = *rt->metrics;
+        m.redis_commands.store(commands, std::memory_order_relaxed);
+        m.redis_writes.store(writes, std::memory_order_relaxed);
+        m.redis_reconnects.store(reconnects, std::memory_order_relaxed);
+        m.redis_noscript.store(noscript, std::memory_order_relaxed);
+        m.redis_timeouts.store(timeouts, std::memory_order_relaxed);
+        m.redis_state.store(state, std::memory_order_relaxed);
+    }
     std::int64_t idle = 0;
     for (const auto& [name, p] : rt->pools)
         idle += static_cast<std::int64_t>(p->idle_count());

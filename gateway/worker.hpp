@@ -41,7 +41,8 @@ struct runtime {
     std::shared_ptr<const config::config> cfg;
     std::shared_ptr<const limiters::policy> policy;
     route_table routes;
-    std::shared_ptr<loop_metrics> metrics;  ///< read by the admin endpoint
+    std::shared_ptr<loop_metrics> metrics;     ///< read by the admin endpoint
+    std::unique_ptr<limiters::backend> store;  ///< this loop's Redis backend (none: in-process)
     std::unique_ptr<limit_checker> limits;
     std::map<std::string, std::shared_ptr<upstream_pool>>
         pools;                                          ///< kept across reloads when unchanged

@@ -26,6 +26,16 @@ struct chain_decision {
     std::uint32_t shadow_mask = 0;  ///< bit i: shadow layer i would have rejected
 };
 
+/// The state a rejecting layer was decided on, as a backend reports it when asked (the chain
+/// script's reply, limiters/redis/chain_codec.hpp): the twin's layer_state (state numbers, or
+/// the log entries a later decision can still see) and the state's logical expiry on the
+/// limiter clock (µs; +inf for a log).
+struct decided_state {
+    bool present = false;
+    layer_state state;
+    double expiry_us = 0;
+};
+
 /// What decide_chain wants stored: for each layer, whether to write `next[i]` with `ttl_us[i]`.
 struct chain_writes {
     std::vector<bool> commit;

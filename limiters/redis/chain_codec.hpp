@@ -26,15 +26,6 @@ chain_batch encode_batch(
     const std::vector<std::pair<const std::vector<layer_ref>*, double>>& requests, double now_us,
     const std::vector<bool>* want_state = nullptr);
 
-/// The state a rejecting layer was decided on, as the script reports it when asked: the
-/// twin's layer_state (state numbers, or the log entries a later decision can still see) and
-/// the state's logical expiry on the limiter clock (µs; +inf for a log).
-struct decided_state {
-    bool present = false;
-    layer_state state;
-    double expiry_us = 0;
-};
-
 /// Decodes the script's reply (per request: nine numbers truncated to integers as an integer
 /// reply would be, the script's clock, then the deciding layer's state if asked for). `states`
 /// and `now_us` (the script's clock, µs), if given, receive those. Returns false on a

@@ -1,0 +1,41 @@
+// The interface the request path decides chains through (gateway/limit_check.cpp): the
+// in-process store (limiters/local/local_backend.hpp) or Redis — one server or the master
+// Sentinel names (limiters/redis/redis_backend.hpp). The request path does not know which.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <system_error>
+#include <vector>
+
+#include "limiters/chain.hpp"
+#include "limiters/local_store.hpp"
+
+namespace rategate::limiters {
+
+class backend {
+  public:
+    /// One decision.
+    struct answer {
+        std::error_code ec;          ///< the store could not decide: the route's on_redis_error
+        chain_decision decision;     ///< when !ec
+        decided_state state;         ///< the deciding layer's state of a rejection, if asked for
+        double clock_offset_us = 0;  ///< the limiter clock minus the local wall clock (µs)
+    };
+
+    virtual ~backend() = default;
+
+    /// Decides one request of `cost` permits over `refs` (chain order), all or nothing.
+    /// `want_state`: report the deciding layer's state if the request is rejected. `refs` must
+    /// stay alive until the awaitable completes.
+    virtual boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
+                                                  bool want_state) = 0;
+
+    /// True when the store can decide now (/readyz; on_redis_error "local" goes local at once
+    /// when it cannot).
+    virtual bool ready() const = 0;
+};
+
+/// The wall clock in µs since the epoch (the "gateway" limiter clock).
+double wall_clock_us();
+
+}  // namespace rategate::limiters

@@ -1,0 +1,124 @@
+#include "limiters/redis/redis_backend.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <optional>
+
+#include "limiters/redis/chain_codec.hpp"
+#include "limiters/redis/connection.hpp"
+
+namespace rategate::limiters {
+
+namespace net = boost::asio;
+
+// decide() queues and suspends; a flush posted behind the current handlers sends the queue in
+// chunks of max_batch; each reply resumes its waiters.
+struct redis_backend::impl {
+    struct pending {
+        const std::vector<layer_ref>* refs;
+        double cost;
+        bool want_state;
+        answer result;
+        std::optional<net::any_completion_handler<void()>> handler;
+    };
+
+    net::any_io_executor ex;
+    std::vector<std::unique_ptr<redis::connection>>& conns;
+    bool redis_clock;
+    call_observer observer;
+    std::vector<pending*> queue;
+    bool flush_posted = false;
+    std::size_t next = 0;
+
+    void flush() {
+        flush_posted = false;
+        while (!queue.empty()) {
+            auto n = std::min(max_batch, queue.size());
+            std::vector<pending*> chunk(queue.begin(),
+                                        queue.begin() + static_cast<std::ptrdiff_t>(n));
+            queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(n));
+            net::co_spawn(ex, send(std::move(chunk)), net::detached);
+        }
+    }
+
+    net::awaitable<void> send(std::vector<pending*> chunk) {
+        std::vector<std::pair<const std::vector<layer_ref>*, double>> reqs;
+        std::vector<bool> want(chunk.size());
+        reqs.reserve(chunk.size());
+        for (std::size_t i = 0; i < chunk.size(); ++i) {
+            reqs.push_back({chunk[i]->refs, chunk[i]->cost});
+            want[i] = chunk[i]->want_state;
+        }
+        auto batch = encode_batch(reqs, redis_clock ? -1 : wall_clock_us(), &want);
+        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
+        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        auto& conn = *conns[next++ % conns.size()];
+        auto started = std::chrono::steady_clock::now();
+        auto r = co_await conn.eval(0, keys, args);
+        double latency =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
+                .count();
+        double received = wall_clock_us();
+        std::vector<chain_decision> decisions;
+        std::vector<decided_state> states;
+        double script_now = 0;
+        std::error_code ec = r.ec;
+        if (!ec && (r.value.is_error() || !decode_batch(r.value, decisions, &states, &script_now) ||
+                    decisions.size() != chunk.size())) {
+            if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
+            ec = make_error_code(redis::client_error::protocol_error);
+        }
+        if (observer) observer(chunk.size(), latency, static_cast<bool>(ec));
+        for (std::size_t i = 0; i < chunk.size(); ++i) {
+            auto& a = chunk[i]->result;
+            a.ec = ec;
+            if (ec) continue;
+            a.decision = decisions[i];
+            a.state = std::move(states[i]);
+            a.clock_offset_us = redis_clock ? script_now - received : 0;
+        }
+        // Resume the waiters from a fresh handler each, not inside this loop.
+        for (auto* p : chunk)
+            if (p->handler) {
+                net::post(ex, [h = std::move(*p->handler)]() mutable { std::move(h)(); });
+                p->handler.reset();
+            }
+    }
+};
+
+redis_backend::redis_backend(const net::any_io_executor& ex,
+                             std::vector<std::unique_ptr<redis::connection>>& connections,
+                             bool redis_clock, call_observer observer)
+    : impl_(new impl{ex, connections, redis_clock, std::move(observer), {}, false, 0}) {}
+
+redis_backend::~redis_backend() = default;
+
+net::awaitable<backend::answer> redis_backend::decide(const std::vector<layer_ref>& refs,
+                                                      double cost, bool want_state) {
+    impl::pending p{&refs, cost, want_state, {}, {}};
+    auto& i = *impl_;
+    i.queue.push_back(&p);
+    if (!i.flush_posted) {
+        i.flush_posted = true;
+        net::post(i.ex, [&i] { i.flush(); });
+    }
+    co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
+        [&p](auto handler) { p.handler.emplace(std::move(handler)); }, net::use_awaitable);
+    co_return std::move(p.result);
+}
+
+bool redis_backend::ready() const {
+    for (const auto& c : impl_->conns)
+        if (c->state() != redis::connection::health::down) return true;
+    return false;
+}
+
+}  // namespace rategate::limiters
