@@ -61,6 +61,9 @@ class limit_checker {
     /// True when Redis is configured and reachable.
     bool redis_ready() const;
 
+    /// Layer keys with shaped requests held right now (bounded per key; see limit_check.cpp).
+    std::size_t held_keys() const { return waiting_.size(); }
+
   private:
     const config::config& cfg_;
     const limiters::policy& policy_;

@@ -263,8 +263,10 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     }
 
     // Sentinel: subscribed to +switch-master on one sentinel at a time (the next one when it
-    // goes away); a failover of our master drops the connection so that the next connect asks
-    // the sentinels again, at once rather than at the next error.
+    // goes away, refuses, or stays silent: the subscription must be confirmed, and a PING
+    // answered, within connect_timeout; it is pinged after a second without traffic); a
+    // failover of our master drops the connection so that the next connect asks the sentinels
+    // again, at once rather than at the next error.
     net::awaitable<void> watch_sentinels() {
         auto self = shared_from_this();
         const auto& st = *settings.sentinel;
@@ -274,38 +276,8 @@ struct connection::impl : std::enable_shared_from_this<impl> {
             const auto& [host, port] = st.nodes[idx % st.nodes.size()];
             std::string why;
             if (!co_await open(sub_socket, host, port, clock::now() + settings.connect_timeout,
-                               why)) {
-                multiplexer m;
-                auto confirmed = std::make_shared<reply_slot>();
-                if (auto auth = sentinel_auth(); !auth.empty()) m.push(std::move(auth), nullptr);
-                m.push(command("SUBSCRIBE", "+switch-master"), confirmed);
-                auto out = m.prepare_write();
-                auto [wec, wn] =
-                    co_await net::async_write(sub_socket, net::buffer(out), use_nothrow);
-                m.commit_write(clock::now());
-                std::vector<char> buf(4096);
-                auto message = confirmed;
-                while (!wec && state != phase::closed && state != phase::draining) {
-                    if (message->done()) {
-                        if (message != confirmed) {
-                            if (auto to = parse_switch_master(message->value(), st.master))
-                                follow_failover(*to);
-                        } else if (confirmed->value().is_error()) {
-                            break;  // refused (AUTH): try the next sentinel
-                        } else {
-                            backoff = settings.backoff_min;  // subscribed
-                        }
-                        message = std::make_shared<reply_slot>();
-                        m.push(std::string(), message);  // the next pushed message
-                        m.prepare_write();
-                        m.commit_write(clock::now());
-                        continue;
-                    }
-                    auto [ec, n] =
-                        co_await sub_socket.async_read_some(net::buffer(buf), use_nothrow);
-                    if (ec || m.consume(buf.data(), n)) break;
-                }
-            }
+                               why))
+                co_await subscribed(st, backoff);
             boost::system::error_code ignored;
             sub_socket.close(ignored);
             if (state == phase::closed || state == phase::draining) break;
@@ -315,6 +287,58 @@ struct connection::impl : std::enable_shared_from_this<impl> {
                 std::chrono::milliseconds(static_cast<long>(backoff.count() * jitter(rng))));
             backoff = std::min(settings.backoff_max, backoff * 2);
             co_await sub_retry.async_wait(use_nothrow);
+        }
+    }
+
+    // One subscription on sub_socket, until the sentinel fails, goes silent or we stop. One
+    // reply slot is outstanding at a time: every reply (the confirmation, a message, a pong)
+    // completes it. PINGs are written past the multiplexer, so its count stays one.
+    net::awaitable<void> subscribed(const sentinel_settings& st,
+                                    std::chrono::milliseconds& backoff) {
+        multiplexer m;
+        auto confirmed = std::make_shared<reply_slot>();
+        if (auto auth = sentinel_auth(); !auth.empty()) m.push(std::move(auth), nullptr);
+        m.push(command("SUBSCRIBE", "+switch-master"), confirmed);
+        auto out = m.prepare_write();
+        auto [wec, wn] = co_await net::async_write(sub_socket, net::buffer(out), use_nothrow);
+        if (wec) co_return;
+        m.commit_write(clock::now());
+        std::vector<char> buf(4096);
+        auto message = confirmed;
+        auto answer_by = clock::now() + settings.connect_timeout;  // the confirmation
+        const std::string ping = command("PING");
+        net::steady_timer timer(executor);
+        while (state != phase::closed && state != phase::draining) {
+            if (message->done()) {
+                if (message != confirmed) {
+                    if (auto to = parse_switch_master(message->value(), st.master))
+                        follow_failover(*to);
+                } else if (confirmed->value().is_error()) {
+                    co_return;  // refused (AUTH): try the next sentinel
+                } else {
+                    backoff = settings.backoff_min;  // subscribed
+                }
+                message = std::make_shared<reply_slot>();
+                m.push(std::string(), message);  // the next reply, whatever it is
+                m.prepare_write();
+                m.commit_write(clock::now());
+                answer_by = clock::time_point::max();
+                continue;
+            }
+            auto idle_until = std::min(answer_by, clock::now() + settings.ping_interval);
+            timer.expires_at(idle_until);
+            auto got = co_await (sub_socket.async_read_some(net::buffer(buf), use_nothrow) ||
+                                 timer.async_wait(use_nothrow));
+            if (got.index() == 1) {
+                if (clock::now() >= answer_by) co_return;  // silent: the next sentinel
+                auto [pec, pn] =
+                    co_await net::async_write(sub_socket, net::buffer(ping), use_nothrow);
+                if (pec) co_return;
+                answer_by = clock::now() + settings.connect_timeout;
+                continue;
+            }
+            auto [ec, n] = std::get<0>(got);
+            if (ec || m.consume(buf.data(), n)) co_return;
         }
     }
 

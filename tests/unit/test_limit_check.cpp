@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
@@ -144,4 +145,49 @@ TEST_CASE("limit checks: a failing backend follows the route's on_redis_error") 
         f.redis.down = true;
         CHECK(f.check("flooder").what == kind::unavailable);  // what Redis "would give": nothing
     }
+}
+
+TEST_CASE("shaping: a request refused by a later delay layer leaves no held entry behind") {
+    // Two delay layers; the global one holds its 1,024 requests per key and event loop.
+    auto cfg = config::parse_config(R"({
+      "listen": "127.0.0.1:8080",
+      "identity": { "user": { "header": "X-User-Id" } },
+      "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+      "limiters": {
+        "paced-user": { "scope": "user", "algorithm": "token_bucket", "delay": "10s",
+                        "rules": [{ "rate": 1000, "period": "1s", "burst": 1 }] },
+        "paced-global": { "scope": "global", "algorithm": "token_bucket", "delay": "1h",
+                          "rules": [{ "rate": 1, "period": "1s", "burst": 1 }] }
+      },
+      "routes": [ { "name": "api", "match": { "path_prefix": "/" }, "upstream": "u",
+                    "limiters": ["paced-user", "paced-global"] } ]
+    })",
+                                    "t.json");
+    limiters::policy pol(*cfg);
+    limiters::local_store local;
+    gateway::loop_metrics metrics(1, 2, 1);
+    gateway::limit_checker checker(*cfg, pol, local, metrics, nullptr);
+    net::io_context ioc;
+    auto work = net::make_work_guard(ioc);  // poll() must not find it stopped
+    std::vector<std::string> users;
+    for (int i = 0; i < 1025; ++i)
+        users.push_back("u" + std::to_string(i));
+    std::vector<std::future<gateway::limit_outcome>> held;
+    for (int i = 0; i < 1025; ++i) {
+        limiters::identity who{std::string_view(users[static_cast<std::size_t>(i)]), "10.0.0.1",
+                               nullptr};
+        held.push_back(net::co_spawn(ioc, checker.check(0, who, 1), net::use_future));
+        ioc.poll();
+    }
+    // The first passed at once; 1,024 wait for the global bucket, each also on its user key.
+    CHECK(checker.held_keys() == 1025);
+    limiters::identity late{std::string_view("late"), "10.0.0.1", nullptr};
+    auto refused = net::co_spawn(ioc, checker.check(0, late, 1), net::use_future);
+    ioc.poll();
+    REQUIRE(refused.wait_for(std::chrono::seconds(0)) == std::future_status::ready);
+    auto o = refused.get();
+    CHECK(o.what == kind::limited);
+    CHECK(o.decider->limiter->name == "paced-global");
+    CHECK(checker.held_keys() == 1025);  // nothing left behind for "late"
+    ioc.stop();
 }
