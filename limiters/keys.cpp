@@ -6,9 +6,14 @@
 namespace rategate::limiters {
 
 std::string escape_key_part(std::string_view value) {
-    static constexpr char hex[] = "0123456789ABCDEF";
     std::string out;
     out.reserve(value.size());
+    append_escaped(out, value);
+    return out;
+}
+
+void append_escaped(std::string& out, std::string_view value) {
+    static constexpr char hex[] = "0123456789ABCDEF";
     for (unsigned char c : value) {
         bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
                      c == '.' || c == '_' || c == '-';
@@ -20,20 +25,25 @@ std::string escape_key_part(std::string_view value) {
             out += hex[c & 15];
         }
     }
-    return out;
 }
 
-std::string layer_key(std::string_view prefix, std::string_view limiter, std::string_view parts,
-                      std::string_view shape) {
+std::string key_head(std::string_view prefix, std::string_view limiter, std::string_view shape) {
     std::string key;
-    key.reserve(prefix.size() + limiter.size() + parts.size() + shape.size() + 5);
+    key.reserve(prefix.size() + limiter.size() + shape.size() + 2);
     key += prefix;
     key += '{';
-    key += escape_key_part(limiter);
+    append_escaped(key, limiter);
     if (!shape.empty()) {
         key += '~';
         key += shape;
     }
+    return key;
+}
+
+std::string layer_key(std::string_view prefix, std::string_view limiter, std::string_view parts,
+                      std::string_view shape) {
+    std::string key = key_head(prefix, limiter, shape);
+    key.reserve(key.size() + parts.size() + 2);
     if (!parts.empty()) {
         key += '|';
         key += parts;

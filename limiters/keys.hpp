@@ -21,6 +21,13 @@ namespace rategate::limiters {
 /// Percent-escapes every byte outside [A-Za-z0-9._-].
 std::string escape_key_part(std::string_view value);
 
+/// Appends `value` percent-escaped (as escape_key_part) to `out`.
+void append_escaped(std::string& out, std::string_view value);
+
+/// The constant start of every key of a limiter: `<prefix>{<escaped limiter>~<shape>`; a key is
+/// this, then `|<parts>` when there are parts, then `}` (see layer_key).
+std::string key_head(std::string_view prefix, std::string_view limiter, std::string_view shape);
+
 /// Builds a layer key. `parts` are already escaped "x=value" pieces joined by '|'; `shape`
 /// (shape_tag(), may be empty) follows the escaped limiter name after a '~' (which escaping
 /// never leaves in a name, so no two limiters' keys can meet).

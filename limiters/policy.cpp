@@ -23,7 +23,8 @@ policy::policy(const config::config& cfg)
         spec.shadow = l.shadow;
         spec.delay_us = l.delay ? static_cast<double>(l.delay->count()) : 0;
         auto shape = shape_tag(algorithm_code(l.algo), spec.rules);
-        layers_.push_back({&l, std::move(spec), layers_.size(), std::move(shape)});
+        auto head = key_head(prefix_, l.name, shape);
+        layers_.push_back({&l, std::move(spec), layers_.size(), std::move(shape), std::move(head)});
     }
     for (const auto& l : layers_)
         by_name[l.limiter->name] = &l;
@@ -40,6 +41,7 @@ policy::policy(const config::config& cfg)
             chain.push_back(l);
         }
         chains_.push_back(std::move(chain));
+        route_parts_.push_back("r=" + escape_key_part(r.name));
     }
 }
 
@@ -85,51 +87,81 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
         out.layers.clear();
         why = l;
     };
-    const auto& route = cfg_.routes[route_index];
+    const auto& route_part = route_parts_[route_index];
+    // One allocation per key: the layer's constant head, the escaped parts, the closing brace.
     for (const auto* l : chains_[route_index]) {
         const auto& c = *l->limiter;
-        std::string parts;
-        std::optional<std::string> value;
-        const char* tag = "";
+        std::optional<std::string_view> value;
+        std::string grouped;
+        std::string_view tag;
         switch (c.scope) {
             case scope_kind::global:
                 break;
             case scope_kind::route:
-                parts = "r=" + escape_key_part(route.name);
                 break;
             case scope_kind::user:
                 tag = "u";
-                if (who.user) value = std::string(*who.user);
+                value = who.user;
                 break;
             case scope_kind::ip:
                 tag = "ip";
-                if (!who.ip.empty()) value = group_ip(who.ip, c.ipv4_prefix, c.ipv6_prefix);
+                if (!who.ip.empty()) {
+                    // Canonical dotted IPv4 at full length is its own key; anything else is
+                    // grouped (and IPv4-mapped IPv6 made IPv4) by group_ip.
+                    if (c.ipv4_prefix == 32 && c.ipv6_prefix == 128 &&
+                        who.ip.find(':') == std::string_view::npos) {
+                        value = who.ip;
+                    } else {
+                        grouped = group_ip(who.ip, c.ipv4_prefix, c.ipv6_prefix);
+                        value = grouped;
+                    }
+                }
                 break;
             case scope_kind::header:
                 tag = "h";
-                if (who.header)
-                    if (auto v = who.header(c.scope_header)) value = std::string(*v);
+                if (who.header) value = who.header(c.scope_header);
                 break;
         }
-        if (*tag) {
+        std::string key;
+        if (c.scope == scope_kind::global) {
+            key.reserve(l->head.size() + 1);
+            key += l->head;
+        } else if (c.scope == scope_kind::route) {
+            key.reserve(l->head.size() + route_part.size() + 2);
+            key += l->head;
+            key += '|';
+            key += route_part;
+        } else {
             if (value && value->size() > max_identity_bytes) {
                 stop(l, out.invalid_by);  // SPEC §2: never a key
                 return;
             }
-            if (value) {
-                parts = std::string(tag) + "=" + escape_key_part(*value);
-            } else if (c.on_missing_key == config::missing_key_policy::deny) {
-                stop(l, out.denied_by);
-                return;
-            } else if (c.on_missing_key == config::missing_key_policy::anonymous) {
-                parts =
-                    std::string(tag) + "~anonymous";  // '~' is escaped in real values: no collision
-            } else {
-                continue;  // skip: this layer does not apply
+            if (!value) {
+                if (c.on_missing_key == config::missing_key_policy::deny) {
+                    stop(l, out.denied_by);
+                    return;
+                }
+                if (c.on_missing_key != config::missing_key_policy::anonymous)
+                    continue;  // skip: this layer does not apply
             }
-            if (c.per_route) parts += "|r=" + escape_key_part(route.name);
+            key.reserve(l->head.size() + tag.size() + (value ? 3 * value->size() : 10) +
+                        route_part.size() + 4);
+            key += l->head;
+            key += '|';
+            key += tag;
+            if (value) {
+                key += '=';
+                append_escaped(key, *value);
+            } else {
+                key += "~anonymous";  // '~' is escaped in real values: no collision
+            }
+            if (c.per_route) {
+                key += '|';
+                key += route_part;
+            }
         }
-        out.refs.push_back({layer_key(prefix_, c.name, parts, l->shape), &l->spec});
+        key += '}';
+        out.refs.push_back({std::move(key), &l->spec});
         out.layers.push_back(l);
     }
 }

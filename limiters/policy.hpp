@@ -30,6 +30,7 @@ class policy {
         layer_spec spec;
         std::size_t index;    ///< position in the config's limiters (name order), for metrics
         std::string shape;    ///< shape_tag of the algorithm and rules, part of every key
+        std::string head;     ///< key_head(): the constant start of its keys
         double min_cost = 0;  ///< the least cost of a route that lists it (permits)
         double max_cost = 0;  ///< the largest cost of a route that lists it (permits)
     };
@@ -65,6 +66,7 @@ class policy {
     std::string prefix_;
     std::vector<layer> layers_;
     std::vector<std::vector<const layer*>> chains_;
+    std::vector<std::string> route_parts_;  ///< per route: "r=<escaped name>"
 };
 
 /// The longest user id or `header:NAME` value that may become a key (SPEC §2), bytes.

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <limits>
-#include <unordered_map>
 
 namespace rategate::limiters {
 
@@ -36,19 +36,37 @@ chain_batch encode_batch(
     const std::vector<bool>* want_state) {
     chain_batch b;
     b.requests = requests.size();
-    std::unordered_map<std::string_view, std::size_t> key_index;
+    // Distinct keys by open addressing in a table reused by the thread: no node per key.
+    std::size_t layer_count = 0;
+    for (const auto& r : requests)
+        layer_count += r.first->size();
+    std::size_t slots = 16;
+    while (slots < 2 * layer_count)
+        slots *= 2;
+    thread_local std::vector<std::uint32_t> table;  // 0 = empty, else key index + 1
+    table.assign(slots, 0);
+    b.keys.reserve(layer_count);
+    auto index_of = [&](std::string_view key) -> std::size_t {
+        auto i = std::hash<std::string_view>{}(key) & (slots - 1);
+        while (table[i] != 0) {
+            if (b.keys[table[i] - 1] == key) return table[i] - 1;
+            i = (i + 1) & (slots - 1);
+        }
+        b.keys.push_back(key);
+        table[i] = static_cast<std::uint32_t>(b.keys.size());
+        return b.keys.size() - 1;
+    };
     std::vector<const layer_spec*> specs;  // a batch holds a few: a linear lookup
     std::string spec_args, costs, layers;
     costs.reserve(requests.size() * 8);
+    layers.reserve(requests.size() * 2 + layer_count * 4);
     for (std::size_t r = 0; r < requests.size(); ++r) {
         const auto& [chain, cost] = requests[r];
         put_double(costs, cost);
         bool want = want_state && (*want_state)[r];
         put_u16(layers, chain->size() + (want ? 0x8000 : 0));
         for (const auto& l : *chain) {
-            auto [it, added] = key_index.try_emplace(l.key, b.keys.size());
-            if (added) b.keys.push_back(l.key);
-            std::size_t k = it->second;
+            std::size_t k = index_of(l.key);
             std::size_t s = 0;
             while (s < specs.size() && specs[s] != l.spec)
                 ++s;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "limiters/chain.hpp"
@@ -18,7 +19,7 @@ namespace rategate::limiters {
 /// `want_state` (parallel to `requests`, may be null) is true, the reply carries the deciding
 /// layer's state if that request is rejected (for the over-limit cache).
 struct chain_batch {
-    std::vector<std::string> keys;
+    std::vector<std::string_view> keys;  ///< views of the requests' layer keys: keep them alive
     std::vector<std::string> args;
     std::size_t requests = 0;
 };

@@ -58,11 +58,10 @@ struct redis_backend::impl {
             want[i] = chunk[i]->want_state;
         }
         auto batch = encode_batch(reqs, redis_clock ? -1 : wall_clock_us(), &want);
-        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         auto& conn = *conns[next++ % conns.size()];
         auto started = std::chrono::steady_clock::now();
-        auto r = co_await conn.eval(0, keys, args);
+        auto r = co_await conn.eval(0, batch.keys, args);
         double latency =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
                 .count();
