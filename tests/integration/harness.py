@@ -307,3 +307,224 @@ class RedisServer(Process):
     def cli(self, *args):
         return subprocess.run(["redis-cli", "-p", str(self.port)] + list(args), capture_output=True, text=True,
                               timeout=10).stdout.strip()
+
+
+class SentinelSet:
+    """A Redis Sentinel deployment on free loopback ports: one master, `replicas` replicas
+    (`--replicaof` the master) and `sentinels` sentinels monitoring it as `name` with quorum 2,
+    down-after 1 s and failover-timeout 3 s. Each sentinel has its own writable config file in a
+    temp dir (Sentinel rewrites it). `password` protects the data nodes (`requirepass`,
+    `masterauth`, `sentinel auth-pass`); `sentinel_password` protects the sentinels themselves.
+
+    Every process goes through `track` (pass GatewayTest.track to have tearDown stop them); stop()
+    stops them too. redis-sentinel is `redis-server <conf> --sentinel` (the same binary).
+    """
+
+    def __init__(self, track=None, name="mymaster", password=None, sentinel_password=None, replicas=1,
+                 sentinels=3):
+        self.name = name
+        self.password = password
+        self.sentinel_password = sentinel_password
+        self._track = track or (lambda p: p)
+        self.procs = []
+        self.dir = tempfile.mkdtemp(prefix="rategate-sentinel-")
+        # No 5 s wait before a diskless full sync: the replica is in sync at once. A replica
+        # stores the synced RDB in its dir: the temp dir, not the current directory.
+        extra = ["--repl-diskless-sync-delay", "0", "--dir", self.dir]
+        if password:
+            extra += ["--requirepass", password, "--masterauth", password]
+        self.master = self._add(RedisServer(extra=extra))
+        self.replicas = [self._add(RedisServer(extra=extra + ["--replicaof", "127.0.0.1", str(self.master.port)]))
+                         for _ in range(replicas)]
+        self.data_nodes = {n.port: n for n in [self.master] + self.replicas}
+        self.sentinel_ports = []
+        self.sentinels = []
+        for _ in range(sentinels):
+            port = free_port()
+            path = os.path.join(self.dir, "sentinel-%d.conf" % port)
+            lines = ["port %d" % port, "bind 127.0.0.1", "daemonize no", 'logfile ""', 'dir "%s"' % self.dir,
+                     "sentinel monitor %s 127.0.0.1 %d 2" % (name, self.master.port),
+                     "sentinel down-after-milliseconds %s 1000" % name,
+                     "sentinel failover-timeout %s 3000" % name,
+                     "sentinel parallel-syncs %s 1" % name]
+            if password:
+                lines.append("sentinel auth-pass %s %s" % (name, password))
+            if sentinel_password:
+                lines.append("requirepass %s" % sentinel_password)  # also used towards the other sentinels
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            proc = self._add(Process(["redis-server", path, "--sentinel"], "sentinel"))
+            proc.port = port
+            self.sentinel_ports.append(port)
+            self.sentinels.append(proc)
+        for proc in self.sentinels:
+            wait_port(proc.port, proc=proc.proc)
+
+    def _add(self, proc):
+        self.procs.append(proc)
+        return self._track(proc)
+
+    def nodes(self):
+        """The "nodes" list of the gateway's "sentinel" config."""
+        return ["127.0.0.1:%d" % p for p in self.sentinel_ports]
+
+    def config(self, **extra):
+        """A gateway "redis" section for this deployment."""
+        sentinel = {"master": self.name, "nodes": self.nodes()}
+        if self.sentinel_password:
+            sentinel["password"] = self.sentinel_password
+        cfg = {"sentinel": sentinel, "command_timeout": "200ms"}
+        if self.password:
+            cfg["password"] = self.password
+        cfg.update(extra)
+        return cfg
+
+    # --- redis-cli ---------------------------------------------------------------------
+
+    def _cli(self, port, password, args, json_out=False):
+        cmd = ["redis-cli", "-p", str(port)]
+        if password:
+            cmd += ["-a", password, "--no-auth-warning"]
+        if json_out:
+            cmd += ["-2", "--json"]
+        try:
+            r = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+        out = r.stdout.strip()
+        if r.returncode != 0 or out.startswith(("(error)", "ERR", "NOAUTH", "WRONGPASS")) or "Could not connect" in out:
+            return None
+        if not json_out:
+            return out
+        try:
+            return json.loads(out)
+        except ValueError:
+            return None
+
+    def cli(self, port, *args):
+        """A data node's redis-cli output (None when it does not answer)."""
+        return self._cli(port, self.password, args)
+
+    def sentinel_cli(self, port, *args, json_out=False):
+        return self._cli(port, self.sentinel_password, args, json_out)
+
+    def dbsize(self, port):
+        out = self.cli(port, "DBSIZE")
+        return int(out) if out and out.isdigit() else None
+
+    @staticmethod
+    def _fields(flat):
+        return dict(zip(flat[0::2], flat[1::2]))
+
+    # --- state -------------------------------------------------------------------------
+
+    def master_addr(self, sentinel_port=None):
+        """(host, port) of the master as a sentinel reports it (the first that answers), or None."""
+        for port in [sentinel_port] if sentinel_port else self.sentinel_ports:
+            reply = self.sentinel_cli(port, "SENTINEL", "get-master-addr-by-name", self.name, json_out=True)
+            if isinstance(reply, list) and len(reply) == 2:
+                return reply[0], int(reply[1])
+        return None
+
+    def master_ports(self):
+        """The master port each sentinel reports (None for one that does not answer)."""
+        out = []
+        for port in self.sentinel_ports:
+            addr = self.master_addr(port)
+            out.append(addr[1] if addr else None)
+        return out
+
+    def master_node(self):
+        """The RedisServer the sentinels currently name as master."""
+        addr = self.master_addr()
+        return self.data_nodes.get(addr[1]) if addr else None
+
+    def _settled(self, port):
+        """True when this sentinel sees the master up, every other sentinel, and every replica up
+        with its link to the master up and its offset caught up."""
+        masters = self.sentinel_cli(port, "SENTINEL", "masters", json_out=True)
+        if not isinstance(masters, list) or len(masters) != 1:
+            return False
+        master = self._fields(masters[0])
+        if master.get("flags") != "master" or int(master.get("port", 0)) != self.master.port:
+            return False
+        if int(master.get("num-other-sentinels", 0)) != len(self.sentinel_ports) - 1:
+            return False
+        replicas = self.sentinel_cli(port, "SENTINEL", "replicas", self.name, json_out=True)
+        if not isinstance(replicas, list) or len(replicas) != len(self.replicas):
+            return False
+        for flat in replicas:
+            r = self._fields(flat)
+            if r.get("flags") != "slave" or r.get("master-link-status") != "ok" or r.get("role-reported") != "slave":
+                return False
+        return True
+
+    def _replicas_in_sync(self):
+        info = self.cli(self.master.port, "INFO", "replication") or ""
+        fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+        states = [v.split(",") for k, v in fields.items() if k.startswith("slave") and k[5:].isdigit()]
+        return len(states) == len(self.replicas) and all("state=online" in s for s in states)
+
+    def wait_ready(self, timeout=20.0):
+        """Until every sentinel knows the master, the replicas (in sync) and the other sentinels:
+        only then can a failover happen."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for p in self.procs:
+                if p.proc.poll() is not None:
+                    raise RuntimeError("%s exited with %s:\n%s" % (p.name, p.proc.returncode, p.output()[-3000:]))
+            if self._replicas_in_sync() and all(self._settled(p) for p in self.sentinel_ports):
+                return
+            time.sleep(0.1)
+        raise TimeoutError("sentinel deployment not settled within %.0fs:\n%s" % (timeout, self.describe()))
+
+    def kill_master(self):
+        """SIGKILLs the current master; returns its port."""
+        node = self.master_node()
+        if node is None:
+            raise RuntimeError("no master known to the sentinels")
+        node.proc.kill()
+        node.proc.wait()
+        return node.port
+
+    def manual_failover(self):
+        """SENTINEL FAILOVER: the replica is promoted while the old master stays up (and writable
+        until the sentinels turn it into a replica, seconds after +switch-master); returns the
+        old master's port."""
+        old = self.master_addr()[1]
+        reply = self.sentinel_cli(self.sentinel_ports[-1], "SENTINEL", "FAILOVER", self.name)
+        if reply != "OK":
+            raise RuntimeError("SENTINEL FAILOVER: %r\n%s" % (reply, self.describe()))
+        return old
+
+    def wait_failover(self, old_port, timeout=20.0):
+        """Until every sentinel reports a master other than old_port, and that node says it is a
+        master; returns the new master's RedisServer."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            ports = self.master_ports()
+            if all(p is not None and p != old_port for p in ports) and len(set(ports)) == 1:
+                node = self.data_nodes.get(ports[0])
+                role = node and self.cli(node.port, "ROLE")
+                if role and role.splitlines()[0] == "master":
+                    self.master = node
+                    self.replicas = [r for r in self.replicas if r is not node]
+                    return node
+            time.sleep(0.1)
+        raise TimeoutError("no failover from port %d within %.0fs:\n%s" % (old_port, timeout, self.describe()))
+
+    def describe(self):
+        """The sentinels' view and log tails, for failure messages."""
+        lines = ["master ports reported by sentinels: %s" % self.master_ports()]
+        for p in self.sentinels:
+            lines.append("--- sentinel %d:\n%s" % (p.port, "\n".join(p.output().splitlines()[-15:])))
+        return "\n".join(lines)
+
+    def stop(self):
+        import shutil
+        for p in reversed(self.procs):
+            try:
+                p.stop()
+            except AssertionError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,5 +1,7 @@
 """The docker-compose stack: `docker compose config` where a compose client exists, otherwise a
-structural check of docker-compose.yml; the mounted config must pass `rategate check`."""
+structural check of docker-compose.yml; the mounted configs must pass `rategate check`. The
+default services carry no profile; the Redis Sentinel deployment and its gateway only start with
+`--profile sentinel`."""
 import json
 import os
 import subprocess
@@ -9,6 +11,9 @@ from harness import binary
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 COMPOSE = os.path.join(ROOT, "docker-compose.yml")
+DEFAULT_SERVICES = {"redis", "rategate", "rategate-tls", "devcert", "upstream1", "upstream2"}
+SENTINEL_SERVICES = {"redis-master", "redis-replica", "sentinel1", "sentinel2", "sentinel3", "rategate-sentinel"}
+SENTINELS = ("sentinel1", "sentinel2", "sentinel3")
 
 
 def load_compose():
@@ -23,17 +28,40 @@ def load_compose():
         return json.loads(out)
 
 
+def mounted_config(svc):
+    """The file under config/ that a gateway service's `--config /etc/rategate/...` names."""
+    cmd = svc["command"]
+    return os.path.join(ROOT, "config", os.path.basename(cmd[cmd.index("--config") + 1]))
+
+
+def host_ports(svc):
+    """The host ports a service publishes ("[ip:]host:container" entries)."""
+    return [p.split(":")[-2] for p in svc.get("ports", []) if p.count(":") >= 1]
+
+
 class Compose(unittest.TestCase):
     def test_compose_file_is_valid(self):
         has_compose = subprocess.run(["sh", "-c", "docker compose version"], capture_output=True).returncode == 0
         if has_compose:
-            p = subprocess.run(["docker", "compose", "-f", COMPOSE, "config", "-q"], capture_output=True, text=True,
-                               timeout=60)
-            self.assertEqual(p.returncode, 0, p.stderr)
+            env = {k: v for k, v in os.environ.items() if k != "COMPOSE_PROFILES"}
+            for profile, expected in (([], DEFAULT_SERVICES), (["--profile", "sentinel"],
+                                                               DEFAULT_SERVICES | SENTINEL_SERVICES)):
+                p = subprocess.run(["docker", "compose", "-f", COMPOSE] + profile + ["config", "-q"],
+                                   capture_output=True, text=True, timeout=60, env=env)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                p = subprocess.run(["docker", "compose", "-f", COMPOSE] + profile + ["config", "--services"],
+                                   capture_output=True, text=True, timeout=60, env=env)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertEqual(set(p.stdout.split()), expected, profile)
         doc = load_compose()
         services = doc["services"]
-        self.assertEqual(set(services), {"redis", "rategate", "rategate-tls", "devcert", "upstream1",
-                                         "upstream2"})
+        self.assertEqual(set(services), DEFAULT_SERVICES | SENTINEL_SERVICES)
+        for name in DEFAULT_SERVICES:  # `docker compose up` without a profile starts exactly these
+            self.assertNotIn("profiles", services[name], name)
+        for name in SENTINEL_SERVICES:
+            self.assertEqual(services[name].get("profiles"), ["sentinel"], name)
+        published = [port for svc in services.values() for port in host_ports(svc)]
+        self.assertEqual(len(published), len(set(published)), published)
         for name, svc in services.items():
             if name == "devcert":
                 continue  # a one-shot job, not a service
@@ -54,8 +82,7 @@ class Compose(unittest.TestCase):
 
     def test_mounted_config_passes_rategate_check(self):
         doc = load_compose()
-        cmd = doc["services"]["rategate"]["command"]
-        mounted = os.path.join(ROOT, "config", os.path.basename(cmd[cmd.index("--config") + 1]))
+        mounted = mounted_config(doc["services"]["rategate"])
         p = subprocess.run([binary("rategate"), "check", "--config", mounted], capture_output=True, text=True,
                            timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -93,3 +120,94 @@ class ComposeTls(unittest.TestCase):
             self.assertEqual(p.returncode, 0, p.stderr)
         finally:
             shutil.rmtree(certs, ignore_errors=True)
+
+
+class ComposeSentinel(unittest.TestCase):
+    """Profile "sentinel": redis-master, redis-replica (--replicaof), sentinel1..3 (quorum 2) and
+    rategate-sentinel asking them for the master."""
+
+    def template(self):
+        """config/sentinel/sentinel.conf: the sentinels' read-only template, as {directive: args}."""
+        conf = {}
+        with open(os.path.join(ROOT, "config", "sentinel", "sentinel.conf")) as f:
+            for line in f:
+                words = line.split()
+                if not words or words[0].startswith("#"):
+                    continue
+                key = " ".join(words[:2]) if words[0] == "sentinel" else words[0]
+                conf[key] = words[2:] if words[0] == "sentinel" else words[1:]
+        return conf
+
+    def test_sentinel_topology(self):
+        services = load_compose()["services"]
+        master, replica = services["redis-master"], services["redis-replica"]
+        self.assertEqual(master["command"][0], "redis-server")
+        self.assertNotIn("--replicaof", master["command"])
+        self.assertEqual(replica["image"], master["image"])
+        i = replica["command"].index("--replicaof")
+        self.assertEqual(replica["command"][i + 1:i + 3], ["redis-master", "6379"])
+        self.assertEqual(replica["depends_on"]["redis-master"]["condition"], "service_healthy")
+        # Each node announces its service name, which the sentinels hand on to the gateway.
+        for name in ("redis-master", "redis-replica"):
+            cmd = services[name]["command"]
+            self.assertEqual(cmd[cmd.index("--replica-announce-ip") + 1], name)
+
+        conf = self.template()
+        self.assertEqual(conf["sentinel monitor"], ["mymaster", "redis-master", "6379", "2"])
+        self.assertEqual(conf["sentinel down-after-milliseconds"], ["mymaster", "2000"])
+        self.assertEqual(conf["sentinel failover-timeout"], ["mymaster", "5000"])
+        self.assertEqual(conf["sentinel resolve-hostnames"], ["yes"])
+        self.assertEqual(conf["sentinel announce-hostnames"], ["yes"])
+        self.assertEqual(conf["port"], ["26379"])
+        for name in SENTINELS:
+            svc = services[name]
+            self.assertEqual(svc["image"], master["image"], name)
+            self.assertIn("./config/sentinel:/etc/redis-sentinel:ro", svc["volumes"], name)
+            self.assertEqual(svc["depends_on"]["redis-master"]["condition"], "service_healthy", name)
+            # The template is mounted read-only; the entrypoint runs Sentinel on a writable copy.
+            self.assertEqual(svc["entrypoint"], ["sh", "/etc/redis-sentinel/start.sh"], name)
+            self.assertEqual(svc["command"], [name], name)
+        with open(os.path.join(ROOT, "config", "sentinel", "start.sh")) as f:
+            script = f.read()
+        self.assertIn('cp "$(dirname "$0")/sentinel.conf" "/tmp/$name.conf"', script)
+        self.assertIn('exec redis-sentinel "/tmp/$name.conf" --sentinel announce-ip "$name"', script)
+        p = subprocess.run(["sh", "-n", os.path.join(ROOT, "config", "sentinel", "start.sh")],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+
+    def test_sentinel_gateway(self):
+        services = load_compose()["services"]
+        gw = services["rategate-sentinel"]
+        self.assertEqual(gw["build"], services["rategate"]["build"])
+        self.assertIn("./config:/etc/rategate:ro", gw["volumes"])
+        for dep in SENTINELS + ("redis-replica", "upstream1", "upstream2"):
+            self.assertEqual(gw["depends_on"][dep]["condition"], "service_healthy", dep)
+        with open(mounted_config(gw)) as f:
+            cfg = json.load(f)
+        listen = cfg["listen"].rsplit(":", 1)[1]
+        admin = cfg["admin"]["listen"].rsplit(":", 1)[1]
+        self.assertIn("%s:%s" % (listen, listen), gw["ports"])
+        self.assertIn("127.0.0.1:%s:%s" % (admin, admin), gw["ports"])  # the admin port on loopback only
+        self.assertIn("http://127.0.0.1:%s/readyz" % admin, gw["healthcheck"]["test"])
+        for other in DEFAULT_SERVICES:  # both stacks can run at once
+            self.assertFalse(set(host_ports(gw)) & set(host_ports(services[other])), other)
+        # The gateway asks the three sentinels for the master they monitor; the upstreams are the
+        # default stack's.
+        conf = self.template()
+        self.assertNotIn("url", cfg["redis"])
+        self.assertEqual(cfg["redis"]["sentinel"]["master"], conf["sentinel monitor"][0])
+        self.assertEqual(cfg["redis"]["sentinel"]["nodes"], ["%s:%s" % (s, conf["port"][0]) for s in SENTINELS])
+        targets = cfg["upstreams"]["orders"]["targets"]
+        self.assertEqual(targets, ["upstream1:9001", "upstream2:9002"])
+        for target in targets:
+            host, port = target.split(":")
+            self.assertIn("0.0.0.0:" + port, services[host]["command"], target)
+
+    def test_sentinel_config_passes_rategate_check(self):
+        mounted = mounted_config(load_compose()["services"]["rategate-sentinel"])
+        self.assertEqual(mounted, os.path.join(ROOT, "config", "docker-sentinel.json"))
+        p = subprocess.run([binary("rategate"), "check", "--config", mounted], capture_output=True, text=True,
+                           timeout=30)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("redis sentinel master mymaster via 3 sentinels", p.stdout)
+        self.assertIn("upstream1:9001", p.stdout)
