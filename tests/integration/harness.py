@@ -528,3 +528,213 @@ class SentinelSet:
             except AssertionError:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class ClusterSet:
+    """A Redis Cluster on free loopback ports: `masters` masters with `replicas_per_master`
+    replicas each (`redis-cli --cluster create ... --cluster-replicas N`), cluster-node-timeout
+    2 s, no persistence, each node's nodes-PORT.conf (Redis rewrites it) in a temp dir. The
+    constructor returns once every node reports cluster_state:ok and all nodes agree on the
+    masters, their slots and their replicas.
+
+    Every process goes through `track` (pass GatewayTest.track to have tearDown stop them); stop()
+    stops them too and removes the temp dir. nodes(), masters(), master_of_slot() are read from
+    the cluster (CLUSTER SHARDS), so they follow failovers.
+
+    What redis-server 7.0 answers meanwhile: cluster_state:ok comes before the replicas' roles
+    have reached every node by gossip (until then CLUSTER SHARDS lists a replica as a "master"
+    shard without slots), and CLUSTER SLOTS leaves a replica out until its replication offset
+    is non-zero (up to repl-ping-replica-period, 10 s, on an idle cluster).
+    """
+
+    SLOTS = 16384
+
+    def __init__(self, track=None, masters=3, replicas_per_master=1, node_timeout_ms=2000, timeout=30.0):
+        self._track = track or (lambda p: p)
+        self.procs = {}
+        self.dir = tempfile.mkdtemp(prefix="rategate-cluster-")
+        self.node_timeout_ms = node_timeout_ms
+        self._topology = {}  # topology() when the cluster was last seen ok
+        try:
+            self._start(masters * (1 + replicas_per_master), replicas_per_master, timeout)
+        except BaseException:
+            self.stop()  # nothing left running when the cluster does not come up
+            raise
+
+    def _start(self, count, replicas_per_master, timeout):
+        for _ in range(count):
+            port = free_port()
+            # The cluster bus listens on its own free port (--cluster-port; by default it is
+            # port + 10000, which may be taken or above 65535). --dir: a replica's synced RDB lands
+            # in the temp dir. No 5 s wait before a diskless full sync: replicas sync at once.
+            proc = Process(["redis-server", "--port", str(port), "--cluster-port", str(free_port()),
+                            "--bind", "127.0.0.1", "--daemonize", "no", "--cluster-enabled", "yes",
+                            "--cluster-config-file", os.path.join(self.dir, "nodes-%d.conf" % port),
+                            "--cluster-node-timeout", str(self.node_timeout_ms), "--save", "", "--appendonly", "no",
+                            "--dir", self.dir, "--repl-diskless-sync-delay", "0", "--logfile", ""],
+                           "redis-cluster")
+            proc.port = port
+            self.procs[port] = self._track(proc)
+        for port, proc in self.procs.items():
+            wait_port(port, proc=proc.proc)
+        # --cluster create spreads the slots evenly over the first count / (1 + replicas) nodes,
+        # makes the others replicas, and waits for the configuration to propagate.
+        create = subprocess.run(["redis-cli", "--cluster", "create"] + ["127.0.0.1:%d" % p for p in self.procs] +
+                                ["--cluster-replicas", str(replicas_per_master), "--cluster-yes"],
+                                capture_output=True, text=True, timeout=timeout)
+        if create.returncode != 0:
+            raise RuntimeError("redis-cli --cluster create failed:\n%s%s" % (create.stdout, create.stderr))
+        self.wait_state_ok(timeout)
+
+    # --- redis-cli ---------------------------------------------------------------------
+
+    def cli(self, port, *args, json_out=False):
+        """A node's answer as redis-cli prints it; an error reply is its text ("MOVED 3999
+        127.0.0.1:7002"). None when the node does not answer (with json_out: or answers an
+        error)."""
+        cmd = ["redis-cli", "-p", str(port)] + (["-2", "--json"] if json_out else []) + [str(a) for a in args]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
+        except subprocess.TimeoutExpired:
+            return None
+        out = r.stdout.strip()
+        if r.returncode != 0 or "Could not connect" in out:
+            return None
+        if not json_out:
+            return out
+        try:
+            return json.loads(out)
+        except ValueError:
+            return None
+
+    def info(self, port):
+        """CLUSTER INFO as a dict (empty when the node does not answer)."""
+        out = self.cli(port, "CLUSTER", "INFO") or ""
+        return dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+
+    def alive(self):
+        """Ports of the nodes whose process runs."""
+        return [port for port, p in self.procs.items() if p.proc.poll() is None]
+
+    # --- state -------------------------------------------------------------------------
+
+    def shards(self, port=None):
+        """CLUSTER SHARDS of `port` (the first live node that answers by default) as a list of
+        {"slots": [(start, end), ...], "nodes": [{"id", "port", "ip", "role", "health", ...}]}."""
+        for p in [port] if port else self.alive():
+            reply = self.cli(p, "CLUSTER", "SHARDS", json_out=True)
+            if not isinstance(reply, list):
+                continue
+            out = []
+            for flat in reply:
+                shard = dict(zip(flat[0::2], flat[1::2]))
+                slots = [int(s) for s in shard.get("slots", [])]
+                nodes = [dict(zip(n[0::2], n[1::2])) for n in shard.get("nodes", [])]
+                out.append({"slots": list(zip(slots[0::2], slots[1::2])), "nodes": nodes})
+            return out
+        return None
+
+    def nodes(self):
+        """Every node the cluster lists: dicts with "id", "port" (int), "role", "health"."""
+        return [dict(n, port=int(n["port"])) for s in self.shards() or [] for n in s["nodes"]]
+
+    def topology(self, port=None):
+        """{master port: {"slots": [(start, end), ...], "replicas": [port, ...]}} for the masters
+        that serve slots and are not failing, as `port` (any live node by default) sees them."""
+        out = {}
+        for s in self.shards(port) or []:
+            live = [n for n in s["nodes"] if n["role"] == "master" and n.get("health") not in ("fail", "failed")]
+            if s["slots"] and len(live) == 1:
+                out[int(live[0]["port"])] = {"slots": s["slots"],
+                                             "replicas": [int(n["port"]) for n in s["nodes"] if n["role"] != "master"]}
+        return out
+
+    def masters(self):
+        """{port: [(start, end), ...]}: the masters that serve slots (not failing), with their ranges."""
+        return {port: t["slots"] for port, t in self.topology().items()}
+
+    def master_of_slot(self, slot):
+        """The port of the master serving `slot` (None when none does)."""
+        for port, ranges in self.masters().items():
+            if any(a <= slot <= b for a, b in ranges):
+                return port
+        return None
+
+    def addresses(self):
+        """"127.0.0.1:PORT" of every node started (seed nodes for a client)."""
+        return ["127.0.0.1:%d" % p for p in self.procs]
+
+    def keyslot(self, key):
+        """The slot of `key` as the server computes it (CLUSTER KEYSLOT)."""
+        return int(self.cli(self.alive()[0], "CLUSTER", "KEYSLOT", key))
+
+    def _ok_everywhere(self):
+        """Every live node reports cluster_state:ok with all 16384 slots ok, and sees the same
+        masters, slot ranges and replicas, with every live node among them (the replicas' roles
+        reach the other nodes by gossip, after cluster_state:ok)."""
+        alive = self.alive()
+        views = []
+        for port in alive:
+            info = self.info(port)
+            if info.get("cluster_state") != "ok" or info.get("cluster_slots_ok") != str(self.SLOTS):
+                return False
+            topology = self.topology(port)
+            placed = set(topology) | {r for t in topology.values() for r in t["replicas"]}
+            if not set(alive) <= placed:
+                return False
+            views.append(sorted((p, t["slots"], sorted(t["replicas"])) for p, t in topology.items()))
+        return len(views) > 0 and all(v == views[0] for v in views)
+
+    def wait_state_ok(self, timeout=30.0):
+        """Until every live node says cluster_state:ok with all slots ok and all agree on the
+        masters, their slots and replicas (_ok_everywhere)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self._ok_everywhere():
+                self._topology = self.topology()
+                return
+            time.sleep(0.1)
+        raise TimeoutError("cluster not ok within %.0fs:\n%s" % (timeout, self.describe()))
+
+    def kill(self, port):
+        """SIGKILLs the node on `port` (no shutdown: its peers notice after the node timeout)."""
+        proc = self.procs[port]
+        proc.proc.kill()
+        proc.proc.wait()
+
+    def wait_failover(self, old_master_port, timeout=20.0):
+        """Until one of the replicas `old_master_port` had when the cluster was last seen ok says
+        (ROLE) it is a master, serves the old master's slots, and every live node reports the
+        cluster ok again; returns the new master's port."""
+        before = self._topology.get(old_master_port)
+        if before is None:
+            raise ValueError("port %d was not a master when the cluster was last ok" % old_master_port)
+        first_slot = before["slots"][0][0]
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            port = self.master_of_slot(first_slot)
+            if port in before["replicas"] and port in self.alive():
+                role = self.cli(port, "ROLE")
+                if role and role.splitlines()[0] == "master" and self._ok_everywhere():
+                    self._topology = self.topology()
+                    return port
+            time.sleep(0.1)
+        raise TimeoutError("no failover from port %d within %.0fs:\n%s" % (old_master_port, timeout, self.describe()))
+
+    def describe(self):
+        """Each node's view and log tail, for failure messages."""
+        lines = []
+        for port, p in self.procs.items():
+            state = "exited %s" % p.proc.returncode if p.proc.poll() is not None else \
+                "cluster_state:%s" % self.info(port).get("cluster_state")
+            lines.append("--- node %d (%s):\n%s" % (port, state, "\n".join(p.output().splitlines()[-8:])))
+        return "\n".join(lines)
+
+    def stop(self):
+        import shutil
+        for p in self.procs.values():
+            try:
+                p.stop()
+            except AssertionError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
