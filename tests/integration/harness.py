@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -738,3 +739,29 @@ class ClusterSet:
             except AssertionError:
                 pass
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SilentServer:
+    """Accepts TCP connections and never answers (a hung server or sentinel). Keeps every
+    connection open until stop()."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.held = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(c)
+
+    def stop(self):
+        self.sock.close()
+        for c in self.held:
+            c.close()

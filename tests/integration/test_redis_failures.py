@@ -14,7 +14,7 @@ import subprocess
 import threading
 import time
 
-from harness import SANITIZED, Conn, GatewayTest, RedisServer, free_port, get
+from harness import Conn, GatewayTest, RedisServer, SANITIZED, SilentServer, free_port, get
 
 
 class CloseAfterFirstCommand:
@@ -47,31 +47,6 @@ class CloseAfterFirstCommand:
     def stop(self):
         self.closed = True
         self.sock.close()
-
-
-class SilentUpstream:
-    """An upstream that accepts and reads, but never answers."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
-        self.held = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(c)
-
-    def stop(self):
-        self.sock.close()
-        for c in self.held:
-            c.close()
 
 
 def load(port, path, threads=20, per_thread=40):
@@ -221,7 +196,7 @@ class RedisShutdownTest(GatewayTest):
         """A request stuck on an upstream that never answers is cut off at the 10 s drain
         deadline; the process exits 0 with no sanitizer finding (no crash at exit)."""
         redis = self.track(RedisServer())
-        silent = SilentUpstream()
+        silent = SilentServer()
         self.addCleanup(silent.stop)
         gw = self.gateway({
             "threads": 1,

@@ -6,11 +6,10 @@ applies; /readyz is 200 when the Sentinel master answers.
 Real processes: a master, a replica and three sentinels (harness.SentinelSet), quorum 2,
 down-after 1 s, so a failover takes a few seconds.
 """
-import socket
 import threading
 import time
 
-from harness import SANITIZED, Conn, GatewayTest, RedisServer, SentinelSet, free_port, get
+from harness import Conn, GatewayTest, RedisServer, SANITIZED, SentinelSet, SilentServer, free_port, get
 
 SLOW = 3 if SANITIZED else 1
 
@@ -23,31 +22,6 @@ def limiter(scope, algorithm, rules, **extra):
 
 def exact(limit):
     return limiter("user", "sliding_window_log", [{"limit": limit, "window": "1m"}])
-
-
-class SilentServer:
-    """Accepts TCP connections and never answers (a hung sentinel). Counts connections."""
-
-    def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.held = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(c)
-
-    def stop(self):
-        self.sock.close()
-        for c in self.held:
-            c.close()
 
 
 class Load:

@@ -8,40 +8,12 @@
 
 #include "limiters/keys.hpp"
 #include "limiters/redis/cluster_slots.hpp"
+#include "tests/unit/reply_builders.hpp"
 
 using namespace rategate::limiters::redis;
+using namespace rategate::limiters::redis::test;
 
 namespace {
-reply bulk(std::string s) {
-    reply r;
-    r.type = reply::kind::string;
-    r.str = std::move(s);
-    return r;
-}
-reply integer(std::int64_t v) {
-    reply r;
-    r.type = reply::kind::integer;
-    r.integer = v;
-    return r;
-}
-reply array(std::vector<reply> e) {
-    reply r;
-    r.type = reply::kind::array;
-    r.elements = std::move(e);
-    return r;
-}
-reply error(std::string s) {
-    reply r;
-    r.type = reply::kind::error;
-    r.str = std::move(s);
-    return r;
-}
-reply status(std::string s) {
-    reply r;
-    r.type = reply::kind::status;
-    r.str = std::move(s);
-    return r;
-}
 const reply nil{};
 
 const endpoint asked{"10.0.0.9", 7000};

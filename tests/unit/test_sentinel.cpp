@@ -3,29 +3,10 @@
 
 #include "config/config.hpp"
 #include "limiters/redis/sentinel.hpp"
+#include "tests/unit/reply_builders.hpp"
 
 using namespace rategate::limiters::redis;
-
-namespace {
-reply bulk(std::string s) {
-    reply r;
-    r.type = reply::kind::string;
-    r.str = std::move(s);
-    return r;
-}
-reply array(std::vector<reply> e) {
-    reply r;
-    r.type = reply::kind::array;
-    r.elements = std::move(e);
-    return r;
-}
-reply error(std::string s) {
-    reply r;
-    r.type = reply::kind::error;
-    r.str = std::move(s);
-    return r;
-}
-}  // namespace
+using namespace rategate::limiters::redis::test;
 
 TEST_CASE("get-master-addr-by-name: an address, or nothing usable") {
     CHECK(parse_master_addr(array({bulk("10.0.0.5"), bulk("6380")})) == endpoint{"10.0.0.5", 6380});
