@@ -4,6 +4,8 @@
 #include <random>
 #include <vector>
 
+#include "gateway/http/text.hpp"
+
 namespace rategate::gateway {
 
 namespace http = boost::beast::http;
@@ -11,13 +13,7 @@ namespace http = boost::beast::http;
 namespace {
 constexpr std::string_view via_value = "1.1 rategate";
 
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
-        s.remove_prefix(1);
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
-        s.remove_suffix(1);
-    return s;
-}
+using h1::trim;
 
 // Replaces every field line of `name` by one: all their list elements in order (RFC 9110 §5.3),
 // then `value`, joined with ", ". With `split`, each line is split at ',' and empty elements

@@ -4,16 +4,13 @@
 #include <cctype>
 #include <charconv>
 
+#include "gateway/http/text.hpp"
+
 namespace rategate::gateway {
 
 namespace {
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
+using h1::iequals;
 
 bool method_matches(const config::route_config& r, std::string_view method) {
     if (r.match.methods.empty()) return true;

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "gateway/http/text.hpp"
+
 namespace rategate::gateway::identity {
 
 namespace {
@@ -18,30 +20,15 @@ struct address {
     bool v4 = false;
 };
 
-bool is_ows(char ch) {
-    return ch == ' ' || ch == '\t';
-}
+using h1::is_ows;
 
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && is_ows(s.front()))
-        s.remove_prefix(1);
-    while (!s.empty() && is_ows(s.back()))
-        s.remove_suffix(1);
-    return s;
-}
+using h1::trim;
 
 bool is_digit(char ch) {
     return ch >= '0' && ch <= '9';
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               auto lower = [](char ch) {
-                   return ch >= 'A' && ch <= 'Z' ? char(ch - 'A' + 'a') : ch;
-               };
-               return lower(x) == lower(y);
-           });
-}
+using h1::iequals;
 
 // Four decimal octets 0..255, no leading zeros, nothing else.
 bool parse_v4(std::string_view s, address& out) {

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "gateway/http/text.hpp"
+
 namespace rategate::gateway::identity {
 
 namespace {
@@ -31,12 +33,7 @@ jwt_result invalid(std::string reason) {
     return r;
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return std::tolower(static_cast<unsigned char>(x)) ==
-                      std::tolower(static_cast<unsigned char>(y));
-           });
-}
+using h1::iequals;
 
 // RFC 7515 §7.1 compact serialisation: three base64url parts (the signature may not be empty
 // here: "none" is never accepted).

@@ -1,0 +1,38 @@
+// Small sans-I/O text rules of HTTP (RFC 9110 §5.1, §5.6.3) shared by the request path's
+// parsers: ASCII case-insensitive comparison of field names and tokens, and optional
+// whitespace (SP / HTAB) trimmed from a field value or list element.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace rategate::gateway::h1 {
+
+/// ASCII lower case of one byte; other bytes unchanged (no locale).
+constexpr char ascii_lower(char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+/// True when `a` and `b` are equal ignoring ASCII case (field names, tokens, schemes).
+constexpr bool iequals(std::string_view a, std::string_view b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        if (ascii_lower(a[i]) != ascii_lower(b[i])) return false;
+    return true;
+}
+
+/// True for optional whitespace (OWS): SP or HTAB.
+constexpr bool is_ows(char c) {
+    return c == ' ' || c == '\t';
+}
+
+/// `s` without leading and trailing OWS.
+constexpr std::string_view trim(std::string_view s) {
+    while (!s.empty() && is_ows(s.front()))
+        s.remove_prefix(1);
+    while (!s.empty() && is_ows(s.back()))
+        s.remove_suffix(1);
+    return s;
+}
+
+}  // namespace rategate::gateway::h1
