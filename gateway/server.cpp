@@ -131,6 +131,7 @@ server::server(std::shared_ptr<const config::config> cfg)
                                    [this] { return stats_text(); }, [this] { return top_text(); }});
     for (int i = 0; i < n; ++i) {
         auto w = std::make_unique<worker>(cfg_, open_connections_, policy_, *local_);
+        w->index = workers_.size();
         w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
         workers_.push_back(std::move(w));
     }

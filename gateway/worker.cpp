@@ -146,9 +146,32 @@ void worker::start() {
         c->start();
 }
 
+void worker::log_redis_changes() {
+    redis_seen_.resize(redis.size(), {false, std::string()});
+    for (std::size_t i = 0; i < redis.size(); ++i) {
+        auto& [was_up, was_at] = redis_seen_[i];
+        bool up = redis[i]->state() != limiters::redis::connection::health::down;
+        auto at = redis[i]->address();
+        if (up && (!was_up || at != was_at)) {
+            if (was_at.empty())
+                spdlog::debug("loop {}: Redis connection {} up: {}", index, i, at);
+            else
+                spdlog::info("loop {}: Redis connection {} up: {}{}", index, i, at,
+                             at != was_at ? " (was " + was_at + ")" : std::string());
+        } else if (!up && was_up) {
+            spdlog::warn(
+                "loop {}: Redis connection {} to {} lost ({}): routes apply on_redis_error", index,
+                i, was_at, redis[i]->last_error());
+        }
+        if (up) was_at = at;
+        was_up = up;
+    }
+}
+
 void worker::publish_metrics() {
     rt->limits->publish(*rt->metrics);
     if (!redis.empty()) {
+        log_redis_changes();
         std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
         int state = 2;
         for (const auto& c : redis) {

@@ -122,6 +122,14 @@ class worker {
     void publish_metrics();
 
   private:
+  public:
+    std::size_t index = 0;  ///< position among the event loops, for logs
+
+  private:
+    /// Logs a Redis connection going down, coming up, or moving to another server (failover).
+    void log_redis_changes();
+    std::vector<std::pair<bool, std::string>> redis_seen_;  ///< per connection: up, address
+
     limiters::local_store& local_;
     bool torn_down_ = false;
     mutable std::mutex rt_mutex_;

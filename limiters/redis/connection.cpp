@@ -721,6 +721,10 @@ std::string connection::last_error() const {
     return impl_->last_error;
 }
 
+std::string connection::address() const {
+    return impl_->where();
+}
+
 connection::counters connection::stats() const {
     auto c = impl_->stats;
     c.writes = impl_->mux.writes();

@@ -111,6 +111,8 @@ class connection {
     phase current_phase() const;
     /// The last connection or handshake error, for logs ("" when none).
     std::string last_error() const;
+    /// The server connected to or last tried, "host:port" (with Sentinel: the master it named).
+    std::string address() const;
 
     struct counters {
         std::uint64_t commands = 0;  ///< exec() calls
