@@ -127,6 +127,12 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
     bool cacheable = shared_ && cache_.capacity() > 0 && max_delay == 0 &&
                      limiters::over_limit_cache::eligible(out.layers);
     if (cacheable && redis_ready()) {
+        // After a reconnect (Redis restarted, failed over) its state may differ from what the
+        // cache learned: start over.
+        if (auto epoch = shared_->epoch(); epoch != cache_epoch_) {
+            cache_.clear();
+            cache_epoch_ = epoch;
+        }
         if (auto hit = cache_.lookup(out.layers, keys.refs, wall_clock_us(), cost)) {
             auto at = static_cast<std::size_t>(hit->decider);
             out.what = limit_outcome::kind::limited;

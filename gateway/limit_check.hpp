@@ -70,6 +70,7 @@ class limit_checker {
     limiters::local_backend local_;
     limiters::backend* shared_;
     limiters::over_limit_cache cache_;  ///< exact answers to known rejections, this loop only
+    std::uint64_t cache_epoch_ = 0;     ///< the backend's epoch the cache's entries are from
     boost::asio::awaitable<limit_outcome> decide(std::size_t route_index,
                                                  const limiters::identity& who, double cost);
     void count(const limit_outcome& o);

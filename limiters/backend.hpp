@@ -4,6 +4,7 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <cstdint>
 #include <system_error>
 #include <vector>
 
@@ -33,6 +34,11 @@ class backend {
     /// True when the store can decide now (/readyz; on_redis_error "local" goes local at once
     /// when it cannot).
     virtual bool ready() const = 0;
+
+    /// Changes whenever the store behind may have lost or changed state (a reconnect, a
+    /// failover): what was learned from it before, such as the over-limit cache's entries, is
+    /// no longer known to hold. 0 for a store that cannot change behind the gateway's back.
+    virtual std::uint64_t epoch() const { return 0; }
 };
 
 /// The wall clock in µs since the epoch (the "gateway" limiter clock).

@@ -725,6 +725,10 @@ std::string connection::address() const {
     return impl_->where();
 }
 
+std::uint64_t connection::generation() const {
+    return impl_->stats.reconnects + (impl_->ever_connected ? 1 : 0);
+}
+
 connection::counters connection::stats() const {
     auto c = impl_->stats;
     c.writes = impl_->mux.writes();

@@ -113,6 +113,9 @@ class connection {
     std::string last_error() const;
     /// The server connected to or last tried, "host:port" (with Sentinel: the master it named).
     std::string address() const;
+    /// How many times the connection became ready (a handshake completed): a new value means
+    /// the server may have changed or restarted since (failover, restart).
+    std::uint64_t generation() const;
 
     struct counters {
         std::uint64_t commands = 0;  ///< exec() calls

@@ -123,6 +123,13 @@ net::awaitable<backend::answer> redis_backend::decide(const std::vector<layer_re
     co_return std::move(p.result);
 }
 
+std::uint64_t redis_backend::epoch() const {
+    std::uint64_t sum = 0;
+    for (const auto& c : impl_->conns)
+        sum += c->generation();
+    return sum;
+}
+
 bool redis_backend::ready() const {
     for (const auto& c : impl_->conns)
         if (c->state() != redis::connection::health::down) return true;

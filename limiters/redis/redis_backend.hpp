@@ -38,6 +38,8 @@ class redis_backend final : public backend {
                                           bool want_state) override;
     /// True while any of the loop's connections is up.
     bool ready() const override;
+    /// The sum of the connections' generations: changes on every reconnect.
+    std::uint64_t epoch() const override;
 
     /// Decisions per EVALSHA at most.
     static constexpr std::size_t max_batch = 64;

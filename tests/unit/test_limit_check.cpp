@@ -31,8 +31,10 @@ class scripted_backend final : public limiters::backend {
         co_return co_await inner.decide(refs, cost, want_state);
     }
     bool ready() const override { return !down; }
+    std::uint64_t epoch() const override { return reconnects; }
 
     bool down = false;
+    std::uint64_t reconnects = 1;
     int calls = 0;
     limiters::local_store store;
     limiters::local_backend inner{store};
@@ -111,6 +113,12 @@ TEST_CASE("limit checks: a flood is answered from the over-limit cache, counted 
     CHECK(f.decisions("per-user", gateway::limiter_outcome::limited) == 101);
     CHECK(f.check("bystander").what == kind::pass);  // another user still goes to Redis
     CHECK(f.redis.calls == calls + 1);
+    // Redis reconnected (restart, failover): what the cache learned may no longer hold.
+    f.redis.reconnects = 2;
+    CHECK(f.check("flooder").what == kind::limited);
+    CHECK(f.redis.calls == calls + 2);  // asked again
+    CHECK(f.check("flooder").what == kind::limited);
+    CHECK(f.redis.calls == calls + 2);  // and cached again
 }
 
 TEST_CASE("limit checks: a failing backend follows the route's on_redis_error") {
