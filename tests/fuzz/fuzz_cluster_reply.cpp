@@ -1,6 +1,6 @@
-// libFuzzer harness for the Redis Cluster replies as the gateway reads them
-// (limiters/redis/cluster_slots.cpp): whatever reply a server sends — any kinds, strings and
-// integers, arrays nested up to depth 4 — parse_cluster_slots, parse_cluster_shards and
+// libFuzzer harness for the Redis Cluster and Sentinel replies as the gateway reads them
+// (limiters/redis/cluster_slots.cpp, sentinel.cpp): whatever reply a server sends — any kinds,
+// strings and integers, arrays nested up to depth 4 — parse_cluster_slots, parse_cluster_shards and
 // parse_redirect either refuse it or give a map / redirection the cluster connection can use
 // as is: every owner an index into masters(), every master reachable (a host, a port), every
 // redirection inside the slot space. key_slot honours hash tags for every string met.
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "limiters/redis/cluster_slots.hpp"
+#include "limiters/redis/sentinel.hpp"
 
 using namespace rategate::limiters::redis;
 
@@ -160,5 +161,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     require(!(is_tryagain(r) && is_clusterdown(r)));
     check_keys(r);
+    // The Sentinel replies (limiters/redis/sentinel.cpp) from the same arbitrary replies.
+    if (auto master = parse_master_addr(r)) {
+        require(reachable(*master));
+        require(r.type == reply::kind::array && r.elements.size() == 2);
+    }
+    if (auto to = parse_switch_master(r, "mymaster")) {
+        require(reachable(*to));
+        require(r.type == reply::kind::array && r.elements.size() == 3);
+    }
     return 0;
 }
