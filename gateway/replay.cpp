@@ -116,6 +116,7 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
     limiters::over_limit_cache cache(cfg.redis && backend == "redis" ? cfg.redis->over_limit_cache
                                                                      : 0);
     std::uint64_t cache_hits = 0;
+    double max_trace_cost = 0;  ///< the largest cost a trace line gave so far (debt bounds)
     std::unique_ptr<redis_backend> redis;
     try {
         if (backend == "redis") redis = std::make_unique<redis_backend>(*cfg.redis);
@@ -151,6 +152,7 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
             std::optional<std::string_view> user;
             if (req->user) user = *req->user;
             double cost = req->cost.value_or(static_cast<double>(rc.cost));
+            max_trace_cost = std::max(max_trace_cost, cost);
             double t_ms = req->t_ms;
             // The same canonical address the gateway would key (IPv4-mapped → IPv4, RFC 5952).
             auto canonical = identity::canonical_ip(req->ip);
@@ -189,7 +191,8 @@ int replay(const config::config& cfg, const std::string& trace_path, const std::
                     d = store.decide(keys.refs, now_us, cost);
                 } else if (!cacheable) {
                     d = redis->decide(keys.refs, now_us, cost);
-                } else if (auto hit = cache.lookup(keys.layers, keys.refs, now_us, cost)) {
+                } else if (auto hit =
+                               cache.lookup(keys.layers, keys.refs, now_us, cost, max_trace_cost)) {
                     d = *hit;
                     ++cache_hits;
                 } else {

@@ -1,5 +1,6 @@
 #include "limiters/local/over_limit_cache.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace rategate::limiters {
@@ -23,7 +24,7 @@ bool over_limit_cache::eligible(const std::vector<const policy::layer*>& layers)
 
 std::optional<chain_decision> over_limit_cache::lookup(
     const std::vector<const policy::layer*>& layers, const std::vector<layer_ref>& refs,
-    double now_us, double cost) {
+    double now_us, double cost, double cost_ceiling) {
     if (map_.empty()) return std::nullopt;
     for (std::size_t i = 0; i < refs.size(); ++i) {
         auto found = map_.find(std::string_view(refs[i].key));
@@ -53,7 +54,8 @@ std::optional<chain_decision> over_limit_cache::lookup(
         // Every other layer must be unable to out-wait this one (then it is named, its
         // numbers are the answer).
         for (std::size_t j = 0; j < layers.size(); ++j)
-            if (j != i && !(retry_bound_us(layers[j]->spec, cost, layers[j]->max_cost) < retry))
+            if (j != i && !(retry_bound_us(layers[j]->spec, cost,
+                                           std::max(layers[j]->max_cost, cost_ceiling)) < retry))
                 return std::nullopt;
         order_.splice(order_.begin(), order_, it);
         chain_decision d;

@@ -49,10 +49,12 @@ class over_limit_cache {
 
     /// The decision for a request of `cost` over `layers`/`refs` (parallel, chain order) at
     /// `now_us` on the local clock, if a cached state gives it exactly; nullopt otherwise.
-    /// Entries found stale (their layer admits `min_cost` now) are dropped.
+    /// Entries found stale (their layer admits `min_cost` now) are dropped. `cost_ceiling`:
+    /// the largest cost any request may have had beyond the routes' own (replay traces carry
+    /// their own costs; 0 in the gateway), for the Guava layers' debt bound.
     std::optional<chain_decision> lookup(const std::vector<const policy::layer*>& layers,
                                          const std::vector<layer_ref>& refs, double now_us,
-                                         double cost);
+                                         double cost, double cost_ceiling = 0);
 
     /// Learns from a decision Redis gave: a rejection with the decider's state is remembered
     /// (`offset_us` = the limiter clock minus the local clock, 0 with the gateway clock); an

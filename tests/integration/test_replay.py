@@ -170,7 +170,7 @@ class OverLimitCache(ReplayCase):
             line = {"t_ms": t, "route": rnd.choice(routes), "user": "u%d" % rnd.randrange(3),
                     "ip": "10.0.0.%d" % rnd.randrange(3)}
             if rnd.random() < 0.02:
-                line["cost"] = 1  # a trace may cost less than its route
+                line["cost"] = rnd.choice([1, 3])  # a trace may cost other than its route
             out.append(line)
         return out
 
