@@ -52,7 +52,8 @@ std::string layer_key(std::string_view prefix, std::string_view limiter, std::st
     return key;
 }
 
-std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules) {
+std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules,
+                      bool reserving) {
     std::uint64_t h = 1469598103934665603ull;  // FNV-1a offset basis
     auto mix = [&h](const void* data, std::size_t n) {
         const auto* p = static_cast<const unsigned char*>(data);
@@ -68,6 +69,10 @@ std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4
             std::memcpy(&bits, &v, sizeof bits);
             mix(&bits, sizeof bits);
         }
+    if (reserving) {
+        const char marker = 'r';
+        mix(&marker, 1);
+    }
     auto folded = static_cast<std::uint32_t>(h ^ (h >> 32));
     static constexpr char hex[] = "0123456789abcdef";
     std::string out(8, '0');

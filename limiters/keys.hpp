@@ -35,8 +35,12 @@ std::string layer_key(std::string_view prefix, std::string_view limiter, std::st
                       std::string_view shape = {});
 
 /// Eight hex digits naming a layer's state shape: FNV-1a (64-bit, folded to 32) over the
-/// algorithm code and every rule's four numbers. Mode, delay and on_missing_key are not part
-/// of it: they do not change what the state means.
-std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules);
+/// algorithm code, every rule's four numbers and, for a layer that reserves (an enforced
+/// layer with a delay: its state may hold a debt of reserved permits), one more byte. The
+/// delay's length, the mode otherwise and on_missing_key are not part of it. A state without
+/// debt is what the over-limit cache's retry bounds assume, so a layer that stops reserving
+/// starts fresh keys rather than carrying debt into a shape that has none.
+std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules,
+                      bool reserving = false);
 
 }  // namespace rategate::limiters

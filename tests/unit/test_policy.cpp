@@ -198,3 +198,28 @@ TEST_CASE("keys_for: the ip scope groups IPv4-mapped clients as IPv4") {
     CHECK(d_grouped == e_grouped);  // one /64
     CHECK(d_grouped != a_grouped);
 }
+
+TEST_CASE("key shapes: a layer that reserves (enforced, with a delay) has keys of its own") {
+    auto key_of = [](const char* extra) {
+        auto cfg = rategate::config::parse_config(std::string(R"({
+          "listen": "127.0.0.1:8080",
+          "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+          "limiters": { "g": { "scope": "global", "algorithm": "token_bucket",
+                               "rules": [{ "rate": 5, "period": "1s", "burst": 10 }])") +
+                                                      extra + R"( } },
+          "routes": [ { "name": "r", "match": { "path": "/" }, "upstream": "u", "limiters": ["g"] } ]
+        })",
+                                                  "k.json");
+        policy pol(*cfg);
+        policy::request_keys keys;
+        pol.keys_for(0, identity{}, keys);
+        REQUIRE(keys.refs.size() == 1);
+        return keys.refs[0].key;
+    };
+    auto plain = key_of("");
+    // Debt reserved under a delay must not meet a shape whose retry bounds assume none.
+    CHECK(key_of(R"(, "delay": "500ms")") != plain);
+    CHECK(key_of(R"(, "delay": "500ms")") == key_of(R"(, "delay": "2s")"));  // only whether
+    CHECK(key_of(R"(, "delay": "500ms", "mode": "shadow")") == plain);  // shadow never reserves
+    CHECK(key_of(R"(, "mode": "shadow")") == plain);
+}
