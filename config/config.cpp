@@ -443,11 +443,12 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
         out.port = 0;
         out.sentinel.emplace();
         read_sentinel(*sentinel_j, o.path("sentinel"), c, *out.sentinel);
-        if (auto v = read_int(o.get("db"), o.path("db"), c, 0, 9999)) out.db = static_cast<int>(*v);
-    } else {
-        o.get("db");  // known key: only meaningful beside "sentinel"
-        if (const json* db = j.is_object() && j.contains("db") ? &j.at("db") : nullptr; db)
+    }
+    if (const json* db = o.get("db")) {
+        if (!sentinel_j)
             c.fail(o.path("db"), "only applies beside \"sentinel\" (the url names the database)");
+        else if (auto v = read_int(db, o.path("db"), c, 0, 9999))
+            out.db = static_cast<int>(*v);
     }
     if (auto url = read_string(url_j, o.path("url"), c)) {
         auto parsed = boost::urls::parse_uri(*url);

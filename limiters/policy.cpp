@@ -25,7 +25,7 @@ policy::policy(const config::config& cfg)
         auto shape =
             shape_tag(algorithm_code(l.algo), spec.rules, spec.delay_us > 0 && !spec.shadow);
         auto head = key_head(prefix_, l.name, shape);
-        layers_.push_back({&l, std::move(spec), layers_.size(), std::move(shape), std::move(head)});
+        layers_.push_back({&l, std::move(spec), layers_.size(), std::move(head)});
     }
     for (const auto& l : layers_)
         by_name[l.limiter->name] = &l;

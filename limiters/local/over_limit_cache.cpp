@@ -5,14 +5,6 @@
 
 namespace rategate::limiters {
 
-namespace {
-// A number as the chain script's reply carries it: truncated toward zero (decode_batch).
-double truncated(double v) {
-    if (!(v > -9.2e18 && v < 9.2e18)) return 0;
-    return static_cast<double>(static_cast<long long>(v));
-}
-}  // namespace
-
 bool over_limit_cache::eligible(const std::vector<const policy::layer*>& layers) {
     bool any = false;
     for (const auto* l : layers) {
@@ -27,7 +19,7 @@ std::optional<chain_decision> over_limit_cache::lookup(
     double now_us, double cost, double cost_ceiling) {
     if (map_.empty()) return std::nullopt;
     for (std::size_t i = 0; i < refs.size(); ++i) {
-        auto found = map_.find(std::string_view(refs[i].key));
+        auto found = map_.find(refs[i].key);
         if (found == map_.end()) continue;
         auto it = found->second;
         if (it->layer != layers[i] || !eligible(layers)) return std::nullopt;
@@ -42,15 +34,15 @@ std::optional<chain_decision> over_limit_cache::lookup(
             stale = v.allowed;
         }
         if (stale) {
+            map_.erase(found);  // first: its key views the node's
             order_.erase(it);
-            map_.erase(found);
             continue;
         }
         if (cost != l->min_cost) {
             v = evaluate(l->spec, it->state, t, cost, scratch_, ttl);
             if (v.allowed) return std::nullopt;  // Redis would admit this cost: ask it
         }
-        double retry = truncated(v.retry_us);
+        double retry = reply_number(v.retry_us);
         // Every other layer must be unable to out-wait this one (then it is named, its
         // numbers are the answer).
         for (std::size_t j = 0; j < layers.size(); ++j)
@@ -62,8 +54,8 @@ std::optional<chain_decision> over_limit_cache::lookup(
         d.allowed = false;
         d.decider = d.header_layer = static_cast<int>(i);
         d.retry_us = retry;
-        d.remaining = truncated(v.remaining);
-        d.reset_us = truncated(v.reset_us);
+        d.remaining = reply_number(v.remaining);
+        d.reset_us = reply_number(v.reset_us);
         d.rule = v.rule;
         return d;
     }
@@ -77,10 +69,11 @@ void over_limit_cache::learn(const std::vector<const policy::layer*>& layers,
     if (d.allowed) {
         if (map_.empty()) return;
         for (const auto& r : refs) {
-            auto found = map_.find(std::string_view(r.key));
+            auto found = map_.find(r.key);
             if (found == map_.end()) continue;
-            order_.erase(found->second);
+            auto node = found->second;
             map_.erase(found);
+            order_.erase(node);
         }
         return;
     }
@@ -88,7 +81,7 @@ void over_limit_cache::learn(const std::vector<const policy::layer*>& layers,
     const auto* l = layers[static_cast<std::size_t>(d.decider)];
     if (!l->limiter->cache || !eligible(layers)) return;
     const auto& key = refs[static_cast<std::size_t>(d.decider)].key;
-    auto found = map_.find(std::string_view(key));
+    auto found = map_.find(key);
     if (found != map_.end()) {
         auto it = found->second;
         it->layer = l;
@@ -103,7 +96,7 @@ void over_limit_cache::learn(const std::vector<const policy::layer*>& layers,
         order_.pop_back();
     }
     order_.push_front({key, l, s.state, s.expiry_us, offset_us});
-    map_.emplace(key, order_.begin());
+    map_.emplace(order_.front().key, order_.begin());
 }
 
 void over_limit_cache::clear() {

@@ -74,16 +74,10 @@ class over_limit_cache {
         double expiry_us;  ///< logical expiry on the limiter clock
         double offset_us;  ///< limiter clock minus local clock
     };
-    struct hash {
-        using is_transparent = void;
-        std::size_t operator()(std::string_view s) const {
-            return std::hash<std::string_view>{}(s);
-        }
-    };
     using lru = std::list<entry>;
     std::size_t capacity_;
-    lru order_;  ///< most recently used first
-    std::unordered_map<std::string, lru::iterator, hash, std::equal_to<>> map_;
+    lru order_;  ///< most recently used first; a node never moves, so map_ keys view its key
+    std::unordered_map<std::string_view, lru::iterator> map_;
     layer_state scratch_;
 };
 

@@ -91,13 +91,10 @@ chain_batch encode_batch(
     return b;
 }
 
-namespace {
-// A number as an integer reply would carry it: truncated toward zero.
-double truncated(double v) {
+double reply_number(double v) {
     if (!(v > -9.2e18 && v < 9.2e18)) return 0;
     return static_cast<double>(static_cast<long long>(v));
 }
-}  // namespace
 
 bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
                   std::vector<decided_state>* states, double* now_us) {
@@ -118,7 +115,7 @@ bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
         if (n == 1) return false;  // a state is at least its kind and expiry
         if (now_us) *now_us = v[9];
         for (std::size_t k = 0; k < 9; ++k)
-            v[k] = truncated(v[k]);
+            v[k] = reply_number(v[k]);
         // Positions and the rule index fit a chain (at most 0x7fff layers), the mask 32 bits.
         for (std::size_t k : {1, 4, 7})
             if (!(v[k] >= -1 && v[k] <= 0x7fff)) return false;

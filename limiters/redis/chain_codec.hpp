@@ -27,6 +27,10 @@ chain_batch encode_batch(
     const std::vector<std::pair<const std::vector<layer_ref>*, double>>& requests, double now_us,
     const std::vector<bool>* want_state = nullptr);
 
+/// A number as the script's reply gives it: truncated toward zero, as an integer reply would
+/// be (0 outside ±9.2e18).
+double reply_number(double v);
+
 /// Decodes the script's reply (per request: nine numbers truncated to integers as an integer
 /// reply would be, the script's clock, then the deciding layer's state if asked for). `states`
 /// and `now_us` (the script's clock, µs), if given, receive those. Returns false on a

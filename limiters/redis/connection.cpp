@@ -171,6 +171,34 @@ struct connection::impl : std::enable_shared_from_this<impl> {
         co_return std::error_code{};
     }
 
+    // How a round trip on a socket ended.
+    enum class trip { done, write_failed, timed_out, closed, garbled };
+
+    // Writes what waits in `m` on `s`, then reads until `last` is answered, all before
+    // `deadline` (the connect handshake, and the short exchanges with sentinels). `ec` says why
+    // the socket closed.
+    net::awaitable<std::pair<trip, boost::system::error_code>> round_trip(
+        tcp::socket& s, multiplexer& m, const reply_slot& last, clock::time_point deadline,
+        std::vector<char>& buf) {
+        auto out = m.prepare_write();
+        net::steady_timer timer(executor, deadline);
+        auto wrote = co_await (net::async_write(s, net::buffer(out), use_nothrow) ||
+                               timer.async_wait(use_nothrow));
+        if (wrote.index() == 1 || std::get<0>(std::get<0>(wrote)))
+            co_return std::pair{trip::write_failed, boost::system::error_code{}};
+        m.commit_write(clock::now());
+        while (!last.done()) {
+            auto got = co_await (s.async_read_some(net::buffer(buf), use_nothrow) ||
+                                 timer.async_wait(use_nothrow));
+            if (got.index() == 1) co_return std::pair{trip::timed_out, boost::system::error_code{}};
+            auto [ec, n] = std::get<0>(got);
+            if (ec) co_return std::pair{trip::closed, ec};
+            if (m.consume(buf.data(), n))
+                co_return std::pair{trip::garbled, boost::system::error_code{}};
+        }
+        co_return std::pair{trip::done, boost::system::error_code{}};
+    }
+
     // A short exchange on `s` with its own multiplexer: `commands` in one write, one reply
     // each, all before `deadline`. nullopt (and `why`) when the server did not answer in time.
     net::awaitable<std::optional<std::vector<reply>>> converse(tcp::socket& s,
@@ -183,32 +211,23 @@ struct connection::impl : std::enable_shared_from_this<impl> {
             slots.push_back(std::make_shared<reply_slot>());
             m.push(std::move(c), slots.back());
         }
-        auto out = m.prepare_write();
-        net::steady_timer timer(executor, deadline);
-        auto wrote = co_await (net::async_write(s, net::buffer(out), use_nothrow) ||
-                               timer.async_wait(use_nothrow));
-        if (wrote.index() == 1 || std::get<0>(std::get<0>(wrote))) {
-            why = "write failed";
-            co_return std::nullopt;
-        }
-        m.commit_write(clock::now());
         std::vector<char> buf(4096);
-        while (!slots.back()->done()) {
-            auto got = co_await (s.async_read_some(net::buffer(buf), use_nothrow) ||
-                                 timer.async_wait(use_nothrow));
-            if (got.index() == 1) {
+        auto [t, ec] = co_await round_trip(s, m, *slots.back(), deadline, buf);
+        switch (t) {
+            case trip::done:
+                break;
+            case trip::write_failed:
+                why = "write failed";
+                co_return std::nullopt;
+            case trip::timed_out:
                 why = "no answer within command_timeout";
                 co_return std::nullopt;
-            }
-            auto [ec, n] = std::get<0>(got);
-            if (ec) {
+            case trip::closed:
                 why = "connection closed: " + ec.message();
                 co_return std::nullopt;
-            }
-            if (m.consume(buf.data(), n)) {
+            case trip::garbled:
                 why = "protocol error";
                 co_return std::nullopt;
-            }
         }
         std::vector<reply> out_replies;
         for (auto& slot : slots)
@@ -449,31 +468,23 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     // judges steps[checked..]. A step refused by Redis names itself in last_error.
     net::awaitable<std::error_code> handshake_round(std::vector<handshake_step>& steps,
                                                     std::size_t& checked) {
-        auto out = mux.prepare_write();
-        net::steady_timer timer(executor, connect_deadline);
-        auto wrote = co_await (net::async_write(socket, net::buffer(out), use_nothrow) ||
-                               timer.async_wait(use_nothrow));
-        if (wrote.index() == 1 || std::get<0>(std::get<0>(wrote))) {
-            last_error = "handshake write to Redis failed";
-            co_return make_error_code(client_error::handshake_failed);
-        }
-        mux.commit_write(clock::now());
-        while (!steps.back().slot->done()) {
-            auto got = co_await (socket.async_read_some(net::buffer(read_buffer), use_nothrow) ||
-                                 timer.async_wait(use_nothrow));
-            if (got.index() == 1) {
+        auto [t, ec] =
+            co_await round_trip(socket, mux, *steps.back().slot, connect_deadline, read_buffer);
+        switch (t) {
+            case trip::done:
+                break;
+            case trip::write_failed:
+                last_error = "handshake write to Redis failed";
+                co_return make_error_code(client_error::handshake_failed);
+            case trip::timed_out:
                 last_error = "Redis handshake timed out";
                 co_return make_error_code(client_error::timeout);
-            }
-            auto [ec, n] = std::get<0>(got);
-            if (ec) {
+            case trip::closed:
                 last_error = "Redis closed the connection during the handshake: " + ec.message();
                 co_return make_error_code(client_error::handshake_failed);
-            }
-            if (auto pe = mux.consume(read_buffer.data(), n)) {
+            case trip::garbled:
                 last_error = "Redis protocol error during the handshake";
-                co_return pe;
-            }
+                co_return make_error_code(client_error::protocol_error);
         }
         mux.take_unavailable();  // judged below, step by step
         for (; checked < steps.size(); ++checked) {

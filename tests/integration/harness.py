@@ -310,6 +310,32 @@ class RedisServer(Process):
                               timeout=10).stdout.strip()
 
 
+def redis_cli(port, args, password=None, json_out=False, error_is_none=False):
+    """redis-cli's output for one command to 127.0.0.1:`port` (parsed with json_out, RESP2).
+    None when nothing answers within 5 s, when `json_out` output does not parse, and with
+    `error_is_none` when the server answers with an error."""
+    cmd = ["redis-cli", "-p", str(port)]
+    if password:
+        cmd += ["-a", password, "--no-auth-warning"]
+    if json_out:
+        cmd += ["-2", "--json"]
+    try:
+        r = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=5)
+    except subprocess.TimeoutExpired:
+        return None
+    out = r.stdout.strip()
+    if r.returncode != 0 or "Could not connect" in out:
+        return None
+    if error_is_none and out.startswith(("(error)", "ERR", "NOAUTH", "WRONGPASS")):
+        return None
+    if not json_out:
+        return out
+    try:
+        return json.loads(out)
+    except ValueError:
+        return None
+
+
 class SentinelSet:
     """A Redis Sentinel deployment on free loopback ports: one master, `replicas` replicas
     (`--replicaof` the master) and `sentinels` sentinels monitoring it as `name` with quorum 2,
@@ -382,32 +408,12 @@ class SentinelSet:
 
     # --- redis-cli ---------------------------------------------------------------------
 
-    def _cli(self, port, password, args, json_out=False):
-        cmd = ["redis-cli", "-p", str(port)]
-        if password:
-            cmd += ["-a", password, "--no-auth-warning"]
-        if json_out:
-            cmd += ["-2", "--json"]
-        try:
-            r = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=5)
-        except subprocess.TimeoutExpired:
-            return None
-        out = r.stdout.strip()
-        if r.returncode != 0 or out.startswith(("(error)", "ERR", "NOAUTH", "WRONGPASS")) or "Could not connect" in out:
-            return None
-        if not json_out:
-            return out
-        try:
-            return json.loads(out)
-        except ValueError:
-            return None
-
     def cli(self, port, *args):
-        """A data node's redis-cli output (None when it does not answer)."""
-        return self._cli(port, self.password, args)
+        """A data node's redis-cli output (None when it does not answer or refuses)."""
+        return redis_cli(port, args, self.password, error_is_none=True)
 
     def sentinel_cli(self, port, *args, json_out=False):
-        return self._cli(port, self.sentinel_password, args, json_out)
+        return redis_cli(port, args, self.sentinel_password, json_out, error_is_none=True)
 
     def dbsize(self, port):
         out = self.cli(port, "DBSIZE")
@@ -593,20 +599,7 @@ class ClusterSet:
         """A node's answer as redis-cli prints it; an error reply is its text ("MOVED 3999
         127.0.0.1:7002"). None when the node does not answer (with json_out: or answers an
         error)."""
-        cmd = ["redis-cli", "-p", str(port)] + (["-2", "--json"] if json_out else []) + [str(a) for a in args]
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=5)
-        except subprocess.TimeoutExpired:
-            return None
-        out = r.stdout.strip()
-        if r.returncode != 0 or "Could not connect" in out:
-            return None
-        if not json_out:
-            return out
-        try:
-            return json.loads(out)
-        except ValueError:
-            return None
+        return redis_cli(port, args, json_out=json_out)
 
     def info(self, port):
         """CLUSTER INFO as a dict (empty when the node does not answer)."""

@@ -56,10 +56,6 @@ std::shared_ptr<const rategate::config::config> flood_config() {
                                           "flood.json");
 }
 
-double truncated(double v) {
-    return static_cast<double>(static_cast<long long>(v));
-}
-
 std::string describe(const chain_decision& d) {
     std::ostringstream o;
     o << "allowed=" << d.allowed << " decider=" << d.decider << " retry=" << d.retry_us
@@ -97,7 +93,7 @@ TEST_CASE("over-limit cache: every cached answer is the backend's decision, on r
             auto hit = cache.lookup(keys.layers, keys.refs, now, cost);
             auto d = backend.decide(keys.refs, now, cost);
             for (double* x : {&d.retry_us, &d.remaining, &d.reset_us, &d.wait_us})
-                *x = truncated(*x);
+                *x = reply_number(*x);
             if (!d.allowed) ++rejections;
             if (hit) {
                 ++hits;
