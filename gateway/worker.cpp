@@ -147,24 +147,27 @@ void worker::start() {
 }
 
 void worker::log_redis_changes() {
-    redis_seen_.resize(redis.size(), {false, std::string()});
+    redis_seen_.resize(redis.size());
     for (std::size_t i = 0; i < redis.size(); ++i) {
-        auto& [was_up, was_at] = redis_seen_[i];
+        auto& seen = redis_seen_[i];
         bool up = redis[i]->state() != limiters::redis::connection::health::down;
         auto at = redis[i]->address();
-        if (up && (!was_up || at != was_at)) {
-            if (was_at.empty())
+        auto generation = redis[i]->generation();
+        if (up && (!seen.up || at != seen.address)) {
+            if (seen.address.empty())
                 spdlog::debug("loop {}: Redis connection {} up: {}", index, i, at);
             else
                 spdlog::info("loop {}: Redis connection {} up: {}{}", index, i, at,
-                             at != was_at ? " (was " + was_at + ")" : std::string());
-        } else if (!up && was_up) {
+                             at != seen.address ? " (was " + seen.address + ")" : std::string());
+        } else if (!up && (seen.up || generation != seen.generation)) {
+            // Also a connection that came up and dropped again between two looks.
             spdlog::warn(
                 "loop {}: Redis connection {} to {} lost ({}): routes apply on_redis_error", index,
-                i, was_at, redis[i]->last_error());
+                i, seen.up ? seen.address : at, redis[i]->last_error());
         }
-        if (up) was_at = at;
-        was_up = up;
+        if (up) seen.address = at;
+        seen.up = up;
+        seen.generation = generation;
     }
 }
 

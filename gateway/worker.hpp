@@ -128,7 +128,13 @@ class worker {
   private:
     /// Logs a Redis connection going down, coming up, or moving to another server (failover).
     void log_redis_changes();
-    std::vector<std::pair<bool, std::string>> redis_seen_;  ///< per connection: up, address
+    /// What log_redis_changes saw last, per connection.
+    struct redis_seen {
+        bool up = false;
+        std::string address;
+        std::uint64_t generation = 0;  ///< connection::generation()
+    };
+    std::vector<redis_seen> redis_seen_;
 
     limiters::local_store& local_;
     bool torn_down_ = false;

@@ -70,6 +70,7 @@ class Sentinel(GatewayTest):
 
     def deployment(self, **kw):
         s = SentinelSet(self.track, **kw)
+        self.sets = getattr(self, "sets", []) + [s]
         self.addCleanup(s.stop)  # after tearDown: removes its temp dir
         s.wait_ready()
         return s
@@ -105,7 +106,26 @@ class Sentinel(GatewayTest):
         deadline = time.time() + timeout
         while self.readyz() != status and time.time() < deadline:
             time.sleep(0.05)
-        self.assertEqual(self.readyz(), status, "readyz; gateway log:\n" + self.gw_log())
+        if self.readyz() != status:
+            self.fail("readyz is %s, not %s, %.1fs after start\n%s" % (self.readyz(), status, time.time() - self.started,
+                                                                   self.diagnosis()))
+
+    def diagnosis(self):
+        """What the gateway logged and counts of Redis, and what the sentinels say, for a failure."""
+        try:
+            metrics = [l for l in self.admin("/metrics").body.decode().splitlines()
+                       if l.startswith("rategate_redis")]
+        except (OSError, EOFError) as e:
+            metrics = ["/metrics: %s" % e]
+        seen = []
+        for s in getattr(self, "sets", []):
+            for port in s.sentinel_ports:
+                seen.append("sentinel %d: %s" % (port, s.sentinel_cli(port, "SENTINEL", "get-master-addr-by-name",
+                                                                      s.name)))
+            for port in s.data_nodes:
+                role = s.cli(port, "ROLE")
+                seen.append("data node %d: %s" % (port, role.split()[0] if role else role))
+        return "gateway log:\n%s\nmetrics:\n%s\n%s" % (self.gw_log(), "\n".join(metrics), "\n".join(seen))
 
     def statuses(self, path, n, headers=None):
         c = Conn(self.gw.port)
