@@ -10,6 +10,8 @@
 # Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS] [--limits] [--tls]
 #        bench/run.sh --flood [-r ROUNDS] [-d SECONDS]   (one user flooding two instances:
 #        bench/flood_bench.py, the over-limit cache on and off beside nginx limit_req)
+#        bench/run.sh --cluster [-r ROUNDS] [-d SECONDS]  (the 4-layer chain on one Redis and on
+#        a 3-master Redis Cluster: bench/cluster_bench.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source .ci/setup.sh
@@ -19,5 +21,9 @@ build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [[ "${1:-}" == "--flood" ]]; then
     shift
     exec python3 bench/flood_bench.py --build-dir build "$@"
+fi
+if [[ "${1:-}" == "--cluster" ]]; then
+    shift
+    exec python3 bench/cluster_bench.py --build-dir build "$@"
 fi
 exec python3 bench/proxy_bench.py --build-dir build "$@"

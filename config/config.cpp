@@ -426,6 +426,21 @@ void read_sentinel(const json& j, const std::string& path, checker& c, sentinel_
     o.finish();
 }
 
+void read_cluster(const json& j, const std::string& path, checker& c, cluster_config& out) {
+    object_reader o(j, path, c);
+    auto nodes_path = o.path("nodes");
+    if (const json* n = o.get("nodes", true)) {
+        if (!n->is_array() || n->empty()) {
+            c.fail(nodes_path, "expected a non-empty array of \"host:port\" seed nodes");
+        } else {
+            for (std::size_t i = 0; i < n->size(); ++i)
+                if (auto hp = read_host_port(&(*n)[i], element(nodes_path, i), c, false))
+                    out.nodes.push_back(*hp);
+        }
+    }
+    o.finish();
+}
+
 void read_redis(const json& j, const std::string& path, checker& c, redis_config& out) {
     object_reader o(j, path, c);
     const json* url_j = o.get("url");
@@ -434,9 +449,14 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
     int deployments = (url_j ? 1 : 0) + (sentinel_j ? 1 : 0) + (cluster_j ? 1 : 0);
     if (deployments != 1 && o.valid())
         c.fail(path, "needs exactly one of \"url\", \"sentinel\" or \"cluster\"");
-    if (cluster_j)
-        c.fail(o.path("cluster"),
-               "Redis Cluster is not supported by this version; use \"url\" or \"sentinel\"");
+    if (cluster_j) {
+        out.url.clear();
+        out.host.clear();
+        out.port = 0;
+        out.over_limit_cache = 0;
+        out.cluster.emplace();
+        read_cluster(*cluster_j, o.path("cluster"), c, *out.cluster);
+    }
     if (sentinel_j) {
         out.url.clear();
         out.host.clear();
@@ -488,8 +508,15 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
             {{"redis", redis_config::clock_source::redis},
              {"gateway", redis_config::clock_source::gateway}}))
         out.clock = *v;
-    if (auto v = read_int(o.get("over_limit_cache"), o.path("over_limit_cache"), c, 0, 10'000'000))
-        out.over_limit_cache = static_cast<std::size_t>(*v);
+    if (auto v =
+            read_int(o.get("over_limit_cache"), o.path("over_limit_cache"), c, 0, 10'000'000)) {
+        if (cluster_j && *v != 0)
+            c.fail(o.path("over_limit_cache"),
+                   "must be 0 with \"cluster\": a refund can give back quota that a cached "
+                   "refusal would still hold, so the cache is off there");
+        else
+            out.over_limit_cache = static_cast<std::size_t>(*v);
+    }
     o.finish();
 }
 

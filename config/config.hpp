@@ -41,11 +41,17 @@ struct sentinel_config {
     std::string password;          ///< of the sentinels (empty: no AUTH)
 };
 
+/// SPEC §2 "Redis deployments": the slot map is learned from any of these seed nodes.
+struct cluster_config {
+    std::vector<host_port> nodes;  ///< seeds, asked in order until one answers
+};
+
 struct redis_config {
-    std::string url = "redis://127.0.0.1:6379/0";  ///< empty with sentinel
+    std::string url = "redis://127.0.0.1:6379/0";  ///< empty with sentinel or cluster
     std::string host = "127.0.0.1";
     std::uint16_t port = 6379;
     std::optional<sentinel_config> sentinel;  ///< set: host/port come from the sentinels
+    std::optional<cluster_config> cluster;    ///< set: Redis Cluster, one connection per master
     std::string username;  ///< ACL user of the data nodes (empty: the default user)
     std::string password;  ///< empty: no AUTH
     int db = 0;
@@ -54,7 +60,8 @@ struct redis_config {
     std::string key_prefix = "rategate:";
     enum class clock_source { redis, gateway } clock = clock_source::redis;
     /// Entries of the exact over-limit cache per event loop (0 = off); see
-    /// limiters/local/over_limit_cache.hpp.
+    /// limiters/local/over_limit_cache.hpp. Off with `cluster`: a refund can give back quota
+    /// that a cached refusal would still hold.
     std::size_t over_limit_cache = 10000;
 };
 

@@ -81,7 +81,10 @@ int run_check(const std::string& file) {
             << file << ": OK (" << cfg->routes.size() << " routes, " << cfg->upstreams.size()
             << " upstreams, " << cfg->limiters.size() << " limiters, "
             << (cfg->redis
-                    ? (cfg->redis->sentinel
+                    ? (cfg->redis->cluster
+                           ? "redis cluster via " +
+                                 std::to_string(cfg->redis->cluster->nodes.size()) + " seed nodes"
+                       : cfg->redis->sentinel
                            ? "redis sentinel master " + cfg->redis->sentinel->master + " via " +
                                  std::to_string(cfg->redis->sentinel->nodes.size()) + " sentinels"
                            : "redis " + cfg->redis->host + ":" + std::to_string(cfg->redis->port))

@@ -261,6 +261,25 @@ std::string render_metrics(const config::config& cfg, const std::vector<const lo
          sum([](const loop_metrics& l) {
              return l.redis_timeouts.load(std::memory_order_relaxed);
          }));
+    line("rategate_redis_cluster_redirects_total", "counter",
+         "Redis Cluster MOVED and ASK redirections followed.", sum([](const loop_metrics& l) {
+             return l.cluster_redirects.load(std::memory_order_relaxed);
+         }));
+    line("rategate_redis_cluster_split_chains_total", "counter",
+         "Requests whose limiter chain spans Redis Cluster slots (one call per slot).",
+         sum([](const loop_metrics& l) {
+             return l.cluster_split_chains.load(std::memory_order_relaxed);
+         }));
+    line("rategate_redis_cluster_refunds_total", "counter",
+         "Refund calls undoing the parts a rejected split chain consumed.",
+         sum([](const loop_metrics& l) {
+             return l.cluster_refunds.load(std::memory_order_relaxed);
+         }));
+    line("rategate_redis_cluster_refund_failures_total", "counter",
+         "Refunds that failed (their quota stays taken until it expires).",
+         sum([](const loop_metrics& l) {
+             return l.cluster_refund_failures.load(std::memory_order_relaxed);
+         }));
     out += "# HELP rategate_redis_call_duration_seconds Latency of one limiter EVALSHA call.\n";
     out += "# TYPE rategate_redis_call_duration_seconds histogram\n";
     std::vector<const histogram*> redis_parts;

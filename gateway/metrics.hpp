@@ -150,7 +150,11 @@ struct loop_metrics {
     counter redis_calls, redis_decisions, redis_errors;
     std::atomic<std::uint64_t> redis_commands{0}, redis_writes{0}, redis_reconnects{0},
         redis_noscript{0},
-        redis_timeouts{0};             ///< published from the connection by the loop's ticker
+        redis_timeouts{0},             ///< published from the connection by the loop's ticker
+        cluster_redirects{0},          ///< MOVED and ASK followed (Redis Cluster)
+        cluster_split_chains{0},       ///< requests whose chain spans slots
+        cluster_refunds{0},            ///< refund calls of rejected split chains
+        cluster_refund_failures{0};    ///< refunds that failed
     std::atomic<int> redis_state{-1};  ///< -1 not configured, 0 connected, 1 degraded, 2 down
     std::atomic<std::int64_t> upstream_idle{0};
     std::atomic<std::int64_t> websocket_tunnels_open{0};  ///< upgraded connections open now

@@ -60,15 +60,9 @@ net::awaitable<void> wait_for_redis(worker& w, std::chrono::milliseconds limit) 
     auto until = std::chrono::steady_clock::now() + limit;
     net::steady_timer t(w.ioc);
     for (;;) {
-        bool all = true;
-        for (const auto& c : w.redis)
-            all = all && c->state() != limiters::redis::connection::health::down;
-        if (all || w.stopping) co_return;
+        if (w.redis_up() || w.stopping) co_return;
         if (std::chrono::steady_clock::now() >= until) {
-            std::string why;
-            for (const auto& c : w.redis)
-                if (c->state() == limiters::redis::connection::health::down && why.empty())
-                    why = c->last_error();
+            std::string why = w.redis_error();
             spdlog::warn(
                 "Redis not reachable yet ({}): serving, routes apply on_redis_error until it "
                 "answers",
@@ -81,7 +75,7 @@ net::awaitable<void> wait_for_redis(worker& w, std::chrono::milliseconds limit) 
 }
 
 net::awaitable<void> accept_loop(worker& w) {
-    if (!w.redis.empty()) co_await wait_for_redis(w, std::chrono::milliseconds(3000));
+    if (!w.redis.empty() || w.cluster) co_await wait_for_redis(w, std::chrono::milliseconds(3000));
     while (!w.stopping) {
         auto [ec, socket] = co_await w.acceptor->async_accept(use_nothrow);
         if (ec) {
@@ -229,6 +223,7 @@ void server::reload(std::shared_ptr<const config::config> next) {
           next->redis->connections_per_thread != old->redis->connections_per_thread ||
           next->redis->password != old->redis->password ||
           next->redis->sentinel.has_value() != old->redis->sentinel.has_value() ||
+          next->redis->cluster.has_value() != old->redis->cluster.has_value() ||
           (next->redis->sentinel &&
            (next->redis->sentinel->master != old->redis->sentinel->master ||
             next->redis->sentinel->nodes.size() != old->redis->sentinel->nodes.size())))))

@@ -8,8 +8,11 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "gateway/proxy/tls.hpp"
+#include "limiters/redis/cluster.hpp"
+#include "limiters/redis/cluster_backend.hpp"
 #include "limiters/redis/redis_backend.hpp"
 #include "limiters/redis_chain.hpp"
+#include "limiters/refund.hpp"
 
 namespace rategate::gateway {
 
@@ -39,6 +42,7 @@ boost::asio::awaitable<void> stop_redis_when_idle(worker& w) {
     }
     for (auto& c : w.redis)
         c->stop();
+    if (w.cluster) w.cluster->stop();
 }
 
 }  // namespace
@@ -57,7 +61,18 @@ runtime::runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const 
 worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>& open,
                std::shared_ptr<const limiters::policy> policy, limiters::local_store& local)
     : open_connections(open), local_(local) {
-    if (c->redis)
+    if (c->redis && c->redis->cluster) {
+        limiters::redis::cluster_settings cs;
+        for (const auto& n : c->redis->cluster->nodes)
+            cs.seeds.push_back({n.host, n.port});
+        cs.node = limiters::connection_settings_of(*c->redis);
+        cluster = std::make_unique<limiters::redis::cluster>(
+            ioc.get_executor(), std::move(cs),
+            std::vector<limiters::redis::script>{
+                {"chain", std::string(limiters::chain_script())},
+                {"refund", std::string(limiters::refund_script())},
+                {"chain (cross-slot)", limiters::cross_slot_chain_script()}});
+    } else if (c->redis)
         for (int i = 0; i < c->redis->connections_per_thread; ++i)
             redis.push_back(std::make_unique<limiters::redis::connection>(
                 ioc.get_executor(), limiters::connection_settings_of(*c->redis),
@@ -99,17 +114,21 @@ void worker::install(std::shared_ptr<const config::config> c,
     // Counters of the process survive the reload (SPEC §5). Requests still finishing on the old
     // runtime after this point count there and are not carried.
     if (rt) next->metrics->carry_over(*rt->metrics, *rt->cfg, *next->cfg);
-    if (next->cfg->redis && !redis.empty()) {
+    if (next->cfg->redis && (!redis.empty() || cluster)) {
         auto* m = next->metrics.get();  // the runtime owns both: it outlives the backend
-        next->store = std::make_unique<limiters::redis_backend>(
-            ioc.get_executor(), redis,
-            next->cfg->redis->clock == config::redis_config::clock_source::redis,
-            [m](std::size_t decisions, double latency_us, bool failed) {
-                m->redis_calls.add();
-                m->redis_decisions.add(decisions);
-                m->redis_latency.observe_us(latency_us);
-                if (failed) m->redis_errors.add();
-            });
+        auto observe = [m](std::size_t decisions, double latency_us, bool failed) {
+            m->redis_calls.add();
+            m->redis_decisions.add(decisions);
+            m->redis_latency.observe_us(latency_us);
+            if (failed) m->redis_errors.add();
+        };
+        bool redis_clock = next->cfg->redis->clock == config::redis_config::clock_source::redis;
+        if (cluster)
+            next->store = std::make_unique<limiters::cluster_backend>(ioc.get_executor(), *cluster,
+                                                                      redis_clock, observe);
+        else
+            next->store = std::make_unique<limiters::redis_backend>(ioc.get_executor(), redis,
+                                                                    redis_clock, observe);
     }
     next->limits = std::make_unique<limit_checker>(*next->cfg, *next->policy, local_,
                                                    *next->metrics, next->store.get());
@@ -144,9 +163,38 @@ worker::snapshot() const {
 void worker::start() {
     for (auto& c : redis)
         c->start();
+    if (cluster) cluster->start();
+}
+
+bool worker::redis_up() const {
+    if (cluster) return cluster->ready();
+    for (const auto& c : redis)
+        if (c->state() == limiters::redis::connection::health::down) return false;
+    return true;
+}
+
+std::string worker::redis_error() const {
+    if (cluster) return cluster->last_error();
+    for (const auto& c : redis)
+        if (c->state() == limiters::redis::connection::health::down) return c->last_error();
+    return {};
 }
 
 void worker::log_redis_changes() {
+    if (cluster) {
+        bool up = cluster->ready();
+        if (up && !cluster_seen_up_) {
+            std::string masters;
+            for (const auto& m : cluster->masters())
+                masters += (masters.empty() ? "" : ", ") + m.address;
+            spdlog::info("loop {}: Redis Cluster ready: masters {}", index, masters);
+        } else if (!up && cluster_seen_up_) {
+            spdlog::warn("loop {}: Redis Cluster not ready ({}): routes apply on_redis_error",
+                         index, cluster->last_error());
+        }
+        cluster_seen_up_ = up;
+        return;
+    }
     redis_seen_.resize(redis.size());
     for (std::size_t i = 0; i < redis.size(); ++i) {
         auto& seen = redis_seen_[i];
@@ -173,20 +221,31 @@ void worker::log_redis_changes() {
 
 void worker::publish_metrics() {
     rt->limits->publish(*rt->metrics);
-    if (!redis.empty()) {
+    if (!redis.empty() || cluster) {
         log_redis_changes();
         std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
         int state = 2;
-        for (const auto& c : redis) {
-            auto s = c->stats();
+        auto add = [&](const limiters::redis::connection::counters& s) {
             commands += s.commands_written;
             writes += s.writes;
             reconnects += s.reconnects;
             noscript += s.noscript_retries;
             timeouts += s.timeouts;
+        };
+        for (const auto& c : redis) {
+            add(c->stats());
             state = std::min(state, static_cast<int>(c->state()));
         }
         auto& m = *rt->metrics;
+        if (cluster) {
+            add(cluster->stats());
+            state = cluster->ready() ? 0 : 2;
+            const auto& t = cluster->counts();
+            m.cluster_redirects.store(t.moved + t.ask, std::memory_order_relaxed);
+            m.cluster_split_chains.store(t.split_chains, std::memory_order_relaxed);
+            m.cluster_refunds.store(t.refunds, std::memory_order_relaxed);
+            m.cluster_refund_failures.store(t.refund_failures, std::memory_order_relaxed);
+        }
         m.redis_commands.store(commands, std::memory_order_relaxed);
         m.redis_writes.store(writes, std::memory_order_relaxed);
         m.redis_reconnects.store(reconnects, std::memory_order_relaxed);
@@ -234,6 +293,7 @@ void worker::cancel_in_flight() {
     }
     for (auto& c : redis)
         c->close();
+    if (cluster) cluster->close();
     sweeper.stop();
 }
 
@@ -243,6 +303,7 @@ void worker::tear_down() {
     stopping = true;
     for (auto& c : redis)
         c->close();
+    if (cluster) cluster->close();
     // Waiters the close just completed resume and unwind (their sockets are shut down); then
     // whatever still waits (a timer, an upstream read) is destroyed while the worker exists.
     ioc.restart();

@@ -23,6 +23,10 @@
 #include "gateway/upstream_pool.hpp"
 #include "limiters/redis/connection.hpp"
 
+namespace rategate::limiters::redis {
+class cluster;
+}
+
 namespace boost::asio::ssl {
 class context;
 }
@@ -80,6 +84,12 @@ class worker {
     event_loop ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
     deadline_sweeper sweeper;  ///< before the pools and sessions that register with it
     std::vector<std::unique_ptr<limiters::redis::connection>> redis;  ///< survive reloads
+    /// With `redis.cluster` (then `redis` is empty): the slot map and a connection per master.
+    std::unique_ptr<limiters::redis::cluster> cluster;
+    /// Every Redis connection of the loop (or the cluster's every master) is up.
+    bool redis_up() const;
+    /// Why not ("" when up).
+    std::string redis_error() const;
     /// The runtime in force. Replaced only on this loop's thread (install); other threads read
     /// it through snapshot(), under `rt_mutex_` — the request path takes no lock.
     std::shared_ptr<runtime> rt;
@@ -135,6 +145,7 @@ class worker {
         std::uint64_t generation = 0;  ///< connection::generation()
     };
     std::vector<redis_seen> redis_seen_;
+    bool cluster_seen_up_ = false;
 
     limiters::local_store& local_;
     bool torn_down_ = false;

@@ -10,6 +10,14 @@ std::string_view chain_script() {
     return embedded_script_source("chain.lua");
 }
 
+std::string cross_slot_chain_script() {
+    auto prefix = embedded_script_source("lua/cluster/cross_slot.lua");
+    std::string out(prefix);
+    if (out.empty() || out.back() != '\n') out += '\n';
+    out += chain_script();
+    return out;
+}
+
 redis::connection_settings connection_settings_of(const config::redis_config& r) {
     redis::connection_settings s;
     s.host = r.host;

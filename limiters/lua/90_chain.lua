@@ -104,7 +104,14 @@ do
     end
   end
   if #plain > 0 then
-    local raw = redis.call('MGET', unpack(names))
+    local raw
+    if ARGV[5] then
+      -- Cross-slot call (limiters/lua/cluster/cross_slot.lua): one MGET may not span slots.
+      raw = {}
+      for j = 1, #names do raw[j] = redis.call('GET', names[j]) end
+    else
+      raw = redis.call('MGET', unpack(names))
+    end
     for j = 1, #plain do
       local ki, v = plain[j], raw[j]
       S[ki], SN[ki], PH[ki] = false, 0, 0

@@ -511,7 +511,8 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     // ROLE (NOPERM) is taken at its word; an unavailable reply or a replica is not usable.
     std::string role_problem(const reply& r) const {
         if (r.is_unavailable_error()) return "Redis at " + where() + " answered ROLE with " + r.str;
-        if (r.type == reply::kind::array && !r.elements.empty() && r.elements[0].str != "master")
+        if (settings.require_master && r.type == reply::kind::array && !r.elements.empty() &&
+            r.elements[0].str != "master")
             return "Redis at " + where() + " is a " + r.elements[0].str + ", not a master";
         return {};
     }
@@ -610,7 +611,7 @@ struct connection::impl : std::enable_shared_from_this<impl> {
         }
     }
 
-    net::awaitable<result> exec(std::string encoded) {
+    net::awaitable<result> exec(std::string encoded, std::size_t replies = 1) {
         auto self = shared_from_this();
         ++stats.commands;
         if (state == phase::draining || state == phase::closed)
@@ -618,7 +619,8 @@ struct connection::impl : std::enable_shared_from_this<impl> {
         if (state != phase::ready) co_return fail(client_error::not_connected);
         if (mux.pending() >= settings.max_pending) co_return fail(client_error::too_many_pending);
         auto slot = std::make_shared<call_slot>(executor);
-        auto id = mux.push(std::move(encoded), slot, 1, clock::now() + settings.command_timeout);
+        auto id =
+            mux.push(std::move(encoded), slot, replies, clock::now() + settings.command_timeout);
         wake_writer();
         co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
             [this, &slot, id](auto handler) { wait_for(slot, id, std::move(handler)); },
@@ -695,9 +697,14 @@ net::awaitable<result> connection::exec(std::string encoded) {
     co_return co_await i->exec(std::move(encoded));
 }
 
+net::awaitable<result> connection::exec(std::string encoded, std::size_t replies) {
+    auto i = impl_;
+    co_return co_await i->exec(std::move(encoded), replies);
+}
+
 net::awaitable<result> connection::eval(std::size_t index,
                                         const std::vector<std::string_view>& keys,
-                                        const std::vector<std::string_view>& args) {
+                                        const std::vector<std::string_view>& args, bool asking) {
     auto i = impl_;
     std::string numkeys = std::to_string(keys.size());
     std::vector<std::string_view> argv;
@@ -707,13 +714,19 @@ net::awaitable<result> connection::eval(std::size_t index,
     argv.push_back(numkeys);
     argv.insert(argv.end(), keys.begin(), keys.end());
     argv.insert(argv.end(), args.begin(), args.end());
-    auto r = co_await i->exec(encode_command(argv));
+    auto encode = [&] {
+        std::string out = asking ? command("ASKING") : std::string();
+        out += encode_command(argv);
+        return out;
+    };
+    std::size_t replies = asking ? 2 : 1;
+    auto r = co_await i->exec(encode(), replies);
     if (!r.ec && r.value.is_error("NOSCRIPT")) {
         // Redis lost its script cache (restart, failover, SCRIPT FLUSH): EVAL caches it again.
         ++i->stats.noscript_retries;
         argv[0] = "EVAL";
         argv[1] = i->scripts[index].source;
-        r = co_await i->exec(encode_command(argv));
+        r = co_await i->exec(encode(), replies);
     }
     co_return r;
 }

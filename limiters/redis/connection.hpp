@@ -54,6 +54,9 @@ struct connection_settings {
     std::chrono::milliseconds backoff_min{20};      ///< first reconnect delay (jittered)
     std::chrono::milliseconds backoff_max{2000};    ///< reconnect delay cap
     std::size_t max_pending = 65536;  ///< beyond this, exec() fails with too_many_pending
+    /// The server must be a master (ROLE on connect and on re-checks). False for a connection
+    /// that only reads cluster metadata, which any node answers.
+    bool require_master = true;
 };
 
 /// A Lua script loaded on every connect and called by SHA1.
@@ -97,12 +100,17 @@ class connection {
     /// or std::errc::operation_canceled when the awaiting coroutine is cancelled (the command
     /// may still run on the server; its reply is dropped).
     boost::asio::awaitable<result> exec(std::string encoded);
+    /// As exec(), for `encoded` holding `replies` commands sent together (none can come
+    /// between them): completes with the last one's reply.
+    boost::asio::awaitable<result> exec(std::string encoded, std::size_t replies);
 
     /// EVALSHA of script `index` (order given at construction); a NOSCRIPT reply is retried
     /// once as EVAL, transparently, and counted in noscript_retries().
+    /// `asking`: ASKING goes first, in the same write (Redis Cluster, an ASK redirection).
     boost::asio::awaitable<result> eval(std::size_t index,
                                         const std::vector<std::string_view>& keys,
-                                        const std::vector<std::string_view>& args);
+                                        const std::vector<std::string_view>& args,
+                                        bool asking = false);
 
     /// connected; degraded (connected, but a call timed out or Redis answered with an
     /// unavailable error in the last second); down.

@@ -315,3 +315,31 @@ TEST_CASE("missing required sections are reported together") {
           "f.json: listen: is required\nf.json: upstreams: is required\nf.json: routes: is "
           "required\n");
 }
+
+TEST_CASE("redis.cluster: seed nodes, credentials beside, the over-limit cache off") {
+    auto loaded =
+        parse_config(with(R"("redis": { "cluster": { "nodes": ["127.0.0.1:7000", "[::1]:7001"] },
+                           "password": "pw", "command_timeout": "200ms" })"),
+                     "f.json");
+    const auto& cfg = *loaded;
+    REQUIRE(cfg.redis);
+    REQUIRE(cfg.redis->cluster);
+    REQUIRE(cfg.redis->cluster->nodes.size() == 2);
+    CHECK(cfg.redis->cluster->nodes[0].port == 7000);
+    CHECK(cfg.redis->cluster->nodes[1].host == "::1");
+    CHECK(cfg.redis->password == "pw");
+    CHECK(cfg.redis->over_limit_cache == 0);
+    CHECK(cfg.redis->url.empty());
+
+    CHECK(errors_of(with(R"("redis": { "cluster": { "nodes": ["127.0.0.1:7000"] },
+                                       "over_limit_cache": 100 })"))
+              .find("redis.over_limit_cache: must be 0 with \"cluster\"") != std::string::npos);
+    CHECK(errors_of(with(R"("redis": { "cluster": { "nodes": [] } })"))
+              .find("redis.cluster.nodes: expected a non-empty array") != std::string::npos);
+    CHECK(errors_of(with(R"("redis": { "cluster": { "nodes": ["x:1"], "seeds": 1 } })"))
+              .find("redis.cluster.seeds: unknown key") != std::string::npos);
+    CHECK(errors_of(with(R"("redis": { "cluster": { "nodes": ["x:1"] }, "url": "redis://h:1" })"))
+              .find("needs exactly one of") != std::string::npos);
+    CHECK(errors_of(with(R"("redis": { "cluster": { "nodes": ["x:1"] }, "db": 2 })"))
+              .find("redis.db") != std::string::npos);
+}

@@ -1,0 +1,402 @@
+#include "limiters/redis/cluster_backend.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/any_completion_handler.hpp>
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <optional>
+#include <unordered_map>
+
+#include "limiters/redis/chain_codec.hpp"
+#include "limiters/redis/cluster.hpp"
+#include "limiters/redis/cluster_slots.hpp"
+#include "limiters/refund.hpp"
+
+namespace rategate::limiters {
+
+namespace net = boost::asio;
+
+chain_decision combine_parts(const std::vector<part_decision>& parts) {
+    chain_decision out;
+    if (parts.size() == 1 && parts[0].positions->empty()) return parts[0].decision;
+    auto position = [](const part_decision& p, int local) {
+        return local < 0 ? -1 : (*p.positions)[static_cast<std::size_t>(local)];
+    };
+    out.allowed = true;
+    for (const auto& p : parts)
+        out.allowed = out.allowed && p.decision.allowed;
+    const part_decision* chosen = nullptr;
+    int chosen_at = -1;
+    if (!out.allowed) {
+        bool all_wait = true;
+        double wait = 0;
+        for (const auto& p : parts) {
+            const auto& d = p.decision;
+            if (d.allowed) continue;
+            int at = position(p, d.decider);
+            if (!chosen || d.retry_us > chosen->decision.retry_us ||
+                (d.retry_us == chosen->decision.retry_us && at < chosen_at)) {
+                chosen = &p;
+                chosen_at = at;
+            }
+            if (d.wait_us > 0)
+                wait = std::max(wait, d.wait_us);
+            else
+                all_wait = false;
+        }
+        out.decider = chosen_at;
+        out.retry_us = chosen->decision.retry_us;
+        out.wait_us = all_wait ? wait : 0;
+        out.header_layer = chosen_at;
+        out.remaining = chosen->decision.remaining;
+        out.reset_us = chosen->decision.reset_us;
+        out.rule = chosen->decision.rule;
+    } else {
+        for (const auto& p : parts) {
+            const auto& d = p.decision;
+            out.wait_us = std::max(out.wait_us, d.wait_us);
+            if (d.header_layer < 0) continue;
+            int at = position(p, d.header_layer);
+            if (!chosen || d.remaining < chosen->decision.remaining ||
+                (d.remaining == chosen->decision.remaining && at < chosen_at)) {
+                chosen = &p;
+                chosen_at = at;
+            }
+        }
+        out.header_layer = chosen_at;
+        if (chosen) {
+            out.remaining = chosen->decision.remaining;
+            out.reset_us = chosen->decision.reset_us;
+            out.rule = chosen->decision.rule;
+        }
+    }
+    for (const auto& p : parts)
+        for (std::size_t l = 0; l < p.positions->size(); ++l)
+            if (p.decision.shadow_mask & (1u << l)) out.shadow_mask |= 1u << (*p.positions)[l];
+    return out;
+}
+
+namespace {
+
+// One refund call; owns everything it sends (the request it undoes is answered already).
+net::awaitable<void> send_refund(redis::cluster& store, std::uint16_t slot,
+                                 std::vector<std::string> keys, std::string args) {
+    std::vector<std::string_view> key_views(keys.begin(), keys.end());
+    std::vector<std::string_view> arg_views{args};
+    // Retried only when the refund certainly did not run (so it can never count twice): no
+    // connection to the slot's master, or a refusal Redis gives before running a script. A
+    // failover meanwhile takes a few seconds: retries spread over about 6 s.
+    auto ran_not = [](const redis::result& r) {
+        if (r.ec == redis::client_error::not_connected) return true;
+        auto code = r.value.is_error() ? r.value.error_code() : std::string_view();
+        return code == "CLUSTERDOWN" || code == "READONLY" || code == "LOADING" ||
+               code == "MASTERDOWN" || code == "TRYAGAIN";
+    };
+    auto r = co_await store.eval(slot, 1, key_views, arg_views);
+    auto pause = std::chrono::milliseconds(100);
+    for (int attempt = 0; attempt < 6 && ran_not(r); ++attempt) {
+        net::steady_timer t(co_await net::this_coro::executor, pause);
+        co_await t.async_wait(net::as_tuple(net::use_awaitable));
+        pause *= 2;
+        r = co_await store.eval(slot, 1, key_views, arg_views);
+    }
+    if (r.ec || r.value.is_error()) {
+        ++store.counts().refund_failures;
+        spdlog::warn(
+            "refund of {} layer(s) in slot {} failed ({}): their quota stays taken until "
+            "it expires",
+            keys.size(), slot, r.ec ? r.ec.message() : r.value.str);
+    }
+}
+
+}  // namespace
+
+// decide() queues and suspends; a flush posted behind the current handlers splits the queued
+// chains by slot and sends, per slot, the parts in chunks of max_batch; when a request's last
+// part is answered, its parts are combined (and refunded when rejected) and it resumes.
+struct cluster_backend::impl {
+    struct part {
+        std::uint16_t slot = 0;
+        std::vector<layer_ref> own;  // the part's layers, when the chain spans slots
+        const std::vector<layer_ref>* refs = nullptr;
+        std::vector<int> positions;  // empty when the part is the whole chain
+        std::error_code ec;
+        chain_decision decision;
+        double now = 0;  // the script's clock at the call (µs): when it consumed
+    };
+    struct pending {
+        const std::vector<layer_ref>* refs;
+        double cost;
+        std::vector<part> parts;
+        std::size_t outstanding = 0;
+        answer result;
+        std::optional<net::any_completion_handler<void()>> handler;
+    };
+
+    net::any_io_executor ex;
+    redis::cluster& store;
+    bool redis_clock;
+    call_observer observer;
+    std::vector<pending*> queue;
+    bool flush_posted = false;
+
+    impl(net::any_io_executor e, redis::cluster& c, bool clock, call_observer o)
+        : ex(std::move(e)), store(c), redis_clock(clock), observer(std::move(o)) {}
+
+    static void split_by_slot(pending& p) {
+        const auto& refs = *p.refs;
+        std::uint16_t first = refs.empty() ? 0 : redis::key_slot(refs[0].key);
+        bool one = true;
+        for (std::size_t l = 1; l < refs.size() && one; ++l)
+            one = redis::key_slot(refs[l].key) == first;
+        if (one) {
+            p.parts.resize(1);
+            p.parts[0].slot = first;
+            p.parts[0].refs = p.refs;
+            return;
+        }
+        for (std::size_t l = 0; l < refs.size(); ++l) {
+            auto slot = redis::key_slot(refs[l].key);
+            part* into = nullptr;
+            for (auto& q : p.parts)
+                if (q.slot == slot) into = &q;
+            if (!into) {
+                into = &p.parts.emplace_back();
+                into->slot = slot;
+            }
+            into->own.push_back(refs[l]);
+            into->positions.push_back(static_cast<int>(l));
+        }
+        for (auto& q : p.parts)
+            q.refs = &q.own;
+    }
+
+    using item = std::pair<pending*, part*>;
+
+    // Group commit per master, as the single-server backend per connection: one call in flight
+    // to each master; parts that arrive meanwhile wait for its reply and go together next.
+    struct master_queue {
+        std::vector<item> items;
+        bool busy = false;
+    };
+    std::unordered_map<std::size_t, master_queue> masters;  // by index in the map of `routed`
+    std::uint64_t routed = 0;                               // that map's version
+
+    void flush() {
+        flush_posted = false;
+        auto batch = std::move(queue);
+        queue.clear();
+        std::vector<item> fresh;
+        for (auto* p : batch) {
+            split_by_slot(*p);
+            if (p->parts.size() > 1) ++store.counts().split_chains;
+            p->outstanding = p->parts.size();
+            for (auto& q : p->parts)
+                fresh.push_back({p, &q});
+        }
+        // The map changed: what still waits is routed again, by the new map.
+        if (store.map_version() != routed) {
+            for (auto& [m, q] : masters)
+                fresh.insert(fresh.end(), q.items.begin(), q.items.end());
+            masters.clear();
+            routed = store.map_version();
+        }
+        std::unordered_map<std::uint16_t, std::vector<item>> masterless;
+        for (auto& it : fresh) {
+            if (auto m = store.master_of(it.second->slot))
+                masters[*m].items.push_back(it);
+            else
+                masterless[it.second->slot].push_back(it);
+        }
+        // A slot without a master in the map goes alone: its call fails, or follows the
+        // cluster's redirection.
+        for (auto& [slot, items] : masterless)
+            for (std::size_t i = 0; i < items.size(); i += max_batch)
+                net::co_spawn(ex, send(slot, take(items, i)), net::detached);
+        pump();
+    }
+
+    static std::vector<item> take(const std::vector<item>& items, std::size_t from) {
+        auto end = std::min(items.size(), from + max_batch);
+        return {items.begin() + static_cast<std::ptrdiff_t>(from),
+                items.begin() + static_cast<std::ptrdiff_t>(end)};
+    }
+
+    // Sends the next call to every idle master with parts waiting.
+    void pump() {
+        for (auto& [m, q] : masters) {
+            if (q.busy || q.items.empty()) continue;
+            auto chunk = take(q.items, 0);
+            q.items.erase(q.items.begin(),
+                          q.items.begin() + static_cast<std::ptrdiff_t>(chunk.size()));
+            q.busy = true;
+            net::co_spawn(ex, send_to_master(m, routed, std::move(chunk)), net::detached);
+        }
+    }
+
+    void master_done(std::size_t m, std::uint64_t version) {
+        if (version == routed) {
+            auto it = masters.find(m);
+            if (it != masters.end()) it->second.busy = false;
+        }
+        if (!flush_posted) {
+            flush_posted = true;
+            net::post(ex, [this] { flush(); });
+        }
+    }
+
+    // The parts of several slots of one master in one call of the cross-slot chain script
+    // (script 2). When the call certainly did not run — the map changed before it was sent,
+    // the master refused it before running (READONLY, CLUSTERDOWN, ...), or a key turned out
+    // not to be the master's any more (the script fails before it writes) — the parts go
+    // slot by slot instead, where redirections are followed.
+    net::awaitable<void> send_to_master(std::size_t master, std::uint64_t version,
+                                        std::vector<std::pair<pending*, part*>> chunk) {
+        std::vector<std::pair<const std::vector<layer_ref>*, double>> reqs;
+        reqs.reserve(chunk.size());
+        for (auto& [p, q] : chunk)
+            reqs.push_back({q->refs, p->cost});
+        auto batch = encode_batch(reqs, redis_clock ? -1 : wall_clock_us());
+        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        args.insert(args.end(), batch.keys.begin(), batch.keys.end());
+        auto started = std::chrono::steady_clock::now();
+        auto r = co_await store.eval_on_master(master, version, 2, args);
+        bool not_run =
+            r.ec == redis::client_error::not_connected ||
+            r.ec == redis::client_error::server_unavailable ||
+            (!r.ec && r.value.is_error() && r.value.str.find("non local key") != std::string::npos);
+        if (not_run) {
+            std::unordered_map<std::uint16_t, std::vector<item>> by_slot;
+            for (auto& it : chunk)
+                by_slot[it.second->slot].push_back(it);
+            for (auto& [slot, items] : by_slot)
+                net::co_spawn(ex, send(slot, std::move(items)), net::detached);
+        } else {
+            deliver(chunk, r, started);
+        }
+        master_done(master, version);
+    }
+
+    net::awaitable<void> send(std::uint16_t slot, std::vector<std::pair<pending*, part*>> chunk) {
+        std::vector<std::pair<const std::vector<layer_ref>*, double>> reqs;
+        reqs.reserve(chunk.size());
+        for (auto& [p, q] : chunk)
+            reqs.push_back({q->refs, p->cost});
+        auto batch = encode_batch(reqs, redis_clock ? -1 : wall_clock_us());
+        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        auto started = std::chrono::steady_clock::now();
+        auto r = co_await store.eval(slot, 0, batch.keys, args);
+        deliver(chunk, r, started);
+    }
+
+    // Hands a chain script call's reply (or failure) to the chunk's parts.
+    void deliver(std::vector<std::pair<pending*, part*>>& chunk, const redis::result& r,
+                 std::chrono::steady_clock::time_point started) {
+        double latency =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
+                .count();
+        std::vector<chain_decision> decisions;
+        double script_now = 0;
+        std::error_code ec = r.ec;
+        if (!ec && (r.value.is_error() || !decode_batch(r.value, decisions, nullptr, &script_now) ||
+                    decisions.size() != chunk.size())) {
+            if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
+            ec = make_error_code(redis::client_error::protocol_error);
+        }
+        if (observer) observer(chunk.size(), latency, static_cast<bool>(ec));
+        double received = wall_clock_us();
+        for (std::size_t i = 0; i < chunk.size(); ++i) {
+            auto& [p, q] = chunk[i];
+            q->ec = ec;
+            if (!ec) {
+                q->decision = decisions[i];
+                q->now = script_now;
+            }
+            if (--p->outstanding == 0) finish(*p, received);
+        }
+    }
+
+    // Combines a request's parts, sends the refunds its rejection needs, and resumes it.
+    void finish(pending& p, double received) {
+        auto& a = p.result;
+        if (p.parts.size() == 1) {
+            a.ec = p.parts[0].ec;
+            a.decision = p.parts[0].decision;
+            a.clock_offset_us = redis_clock ? p.parts[0].now - received : 0;
+        } else {
+            std::vector<part_decision> decided;
+            for (const auto& q : p.parts) {
+                if (q.ec && !a.ec) a.ec = q.ec;
+                decided.push_back({q.decision, &q.positions});
+            }
+            if (!a.ec) a.decision = combine_parts(decided);
+            if (a.ec || !a.decision.allowed) refund(p);
+        }
+        if (p.handler) {
+            net::post(ex, [h = std::move(*p.handler)]() mutable { std::move(h)(); });
+            p.handler.reset();
+        }
+    }
+
+    // Undoes every part that consumed: each layer of an admitted part, but a shadow layer
+    // that would have rejected (it consumed nothing).
+    void refund(const pending& p) {
+        for (const auto& q : p.parts) {
+            if (q.ec || !q.decision.allowed) continue;
+            std::vector<refund_item> items;
+            std::vector<std::string> keys;
+            for (std::size_t l = 0; l < q.refs->size(); ++l) {
+                if (q.decision.shadow_mask & (1u << l)) continue;
+                const auto& ref = (*q.refs)[l];
+                keys.push_back(ref.key);
+                items.push_back(
+                    {ref.key, algorithm_code(ref.spec->algo), ref.spec->rules, p.cost, q.now});
+            }
+            if (keys.empty()) continue;
+            auto args = encode_refund_args(items);
+            ++store.counts().refunds;
+            store.counts().refunded_layers += keys.size();
+            net::co_spawn(ex, send_refund(store, q.slot, std::move(keys), std::move(args)),
+                          net::detached);
+        }
+    }
+};
+
+cluster_backend::cluster_backend(const net::any_io_executor& ex, redis::cluster& store,
+                                 bool redis_clock, call_observer observer)
+    : impl_(std::make_unique<impl>(ex, store, redis_clock, std::move(observer))) {}
+
+cluster_backend::~cluster_backend() = default;
+
+net::awaitable<backend::answer> cluster_backend::decide(const std::vector<layer_ref>& refs,
+                                                        double cost, bool /*want_state*/) {
+    impl::pending p{&refs, cost, {}, 0, {}, {}};
+    auto& i = *impl_;
+    i.queue.push_back(&p);
+    if (!i.flush_posted) {
+        i.flush_posted = true;
+        net::post(i.ex, [&i] { i.flush(); });
+    }
+    co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
+        [&p](auto handler) { p.handler.emplace(std::move(handler)); }, net::use_awaitable);
+    co_return std::move(p.result);
+}
+
+bool cluster_backend::ready() const {
+    return impl_->store.ready();
+}
+
+std::uint64_t cluster_backend::epoch() const {
+    return impl_->store.epoch();
+}
+
+}  // namespace rategate::limiters
