@@ -49,6 +49,10 @@ class redis_backend {
     explicit redis_backend(const config::redis_config& r)
         : conn_(ioc_.get_executor(), settings(r),
                 {{"chain", std::string(limiters::chain_script())}}) {
+        if (r.cluster)
+            throw std::runtime_error(
+                "replay --backend redis speaks to one server or a Sentinel master, not to a Redis "
+                "Cluster: replay with --backend local, or against a single Redis");
         conn_.start();
         auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         while (conn_.state() == limiters::redis::connection::health::down &&

@@ -213,7 +213,10 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
             auto name = name_of(where);
             auto it = nodes.find(name);
             net::steady_timer t(ex);
+            // A node that failed a connect (it names an error) is not waited for: the call
+            // fails at once, for the route's on_redis_error.
             while (it != nodes.end() && clock::now() < deadline &&
+                   it->second.conn->last_error().empty() &&
                    (it->second.conn->current_phase() == connection::phase::connecting ||
                     it->second.conn->current_phase() == connection::phase::handshaking)) {
                 t.expires_after(std::chrono::milliseconds(1));

@@ -696,6 +696,55 @@ class ClusterSet:
         proc.proc.kill()
         proc.proc.wait()
 
+    def node_id(self, port):
+        """The node's id (CLUSTER MYID)."""
+        return self.cli(port, "CLUSTER", "MYID")
+
+    def keys(self, pattern):
+        """{key: master port} of the keys matching `pattern` (SCAN MATCH) on each master."""
+        out = {}
+        for port in self.masters():
+            for key in (self.cli(port, "--scan", "--pattern", pattern) or "").splitlines():
+                out[key] = port
+        return out
+
+    def flushall(self):
+        """FLUSHALL on every master (the replicas follow)."""
+        for port in self.masters():
+            self.cli(port, "FLUSHALL")
+
+    def migrate_slot(self, slot, target, pause=0.0):
+        """Moves `slot` to the master on `target` the way redis-cli --cluster reshard does, for
+        one slot: CLUSTER SETSLOT IMPORTING on the target, MIGRATING on the source, MIGRATE of
+        the slot's keys, SETSLOT NODE on the target, the source and the other masters. `pause`
+        seconds pass after MIGRATING and again after MIGRATE (clients meet the source's ASK
+        redirections meanwhile). Waits until every node agrees; returns (source port, keys moved)."""
+        source = self.master_of_slot(slot)
+        if source is None or source == target or target not in self.masters():
+            raise ValueError("cannot move slot %d from %s to %d" % (slot, source, target))
+        source_id, target_id = self.node_id(source), self.node_id(target)
+
+        def must(port, *args, ok=("OK",)):
+            out = self.cli(port, *args)
+            if out not in ok:
+                raise RuntimeError("node %d: %s: %r\n%s" % (port, " ".join(map(str, args)), out, self.describe()))
+
+        must(target, "CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        must(source, "CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        time.sleep(pause)
+        moved = 0
+        while True:
+            keys = (self.cli(source, "CLUSTER", "GETKEYSINSLOT", slot, 100) or "").split()
+            if not keys:
+                break
+            must(source, "MIGRATE", "127.0.0.1", target, "", 0, 5000, "KEYS", *keys, ok=("OK", "NOKEY"))
+            moved += len(keys)
+        time.sleep(pause)
+        for port in [target, source] + [p for p in self.masters() if p not in (target, source)]:
+            must(port, "CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        self.wait_state_ok()
+        return source, moved
+
     def wait_failover(self, old_master_port, timeout=20.0):
         """Until one of the replicas `old_master_port` had when the cluster was last seen ok says
         (ROLE) it is a master, serves the old master's slots, and every live node reports the
