@@ -68,6 +68,8 @@ void loop_metrics::carry_over(const loop_metrics& old, const config::config& old
     redis_calls.add(old.redis_calls.get());
     redis_decisions.add(old.redis_decisions.get());
     redis_errors.add(old.redis_errors.get());
+    // Until the loop publishes again, readiness stays what it was (not "never checked").
+    redis_state.store(old.redis_state.load(std::memory_order_relaxed), std::memory_order_relaxed);
     websocket_tunnels.add(old.websocket_tunnels.get());
 }
 

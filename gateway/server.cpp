@@ -204,8 +204,11 @@ bool server::ready() const {
         std::lock_guard lock(mutex_);
         if (!cfg_->redis) return true;
     }
-    for (const auto& w : workers_)
-        if (w->snapshot().second->redis_state.load(std::memory_order_relaxed) > 1) return false;
+    // Not ready before a loop has published its Redis state once (-1), nor while it is down.
+    for (const auto& w : workers_) {
+        int state = w->snapshot().second->redis_state.load(std::memory_order_relaxed);
+        if (state < 0 || state > 1) return false;
+    }
     return true;
 }
 

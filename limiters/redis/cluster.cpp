@@ -51,6 +51,19 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
     std::map<std::string, node> nodes;  // data connections, by host:port
     std::vector<node*> owners;          // per map master
     std::vector<std::unique_ptr<connection>> retired;
+    connection::counters retired_total;  // of the retired connections dropped since
+
+    static void add(connection::counters& out, const connection::counters& s) {
+        out.commands += s.commands;
+        out.errors += s.errors;
+        out.timeouts += s.timeouts;
+        out.reconnects += s.reconnects;
+        out.noscript_retries += s.noscript_retries;
+        out.writes += s.writes;
+        out.commands_written += s.commands_written;
+        out.unavailable += s.unavailable;
+        out.rechecks += s.rechecks;
+    }
     net::steady_timer wake;
     bool refresh_wanted = true;
     bool started = false;
@@ -177,8 +190,10 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
             retired.push_back(std::move(it->second.conn));
             it = nodes.erase(it);
         }
-        std::erase_if(retired, [](const std::unique_ptr<connection>& c) {
-            return c->current_phase() == connection::phase::closed;
+        std::erase_if(retired, [this](const std::unique_ptr<connection>& c) {
+            if (c->current_phase() != connection::phase::closed) return false;
+            add(retired_total, c->stats());  // its counts stay in stats(): counters never fall
+            return true;
         });
         owners = std::move(next_owners);
         map = std::move(next);
@@ -246,7 +261,10 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
                 continue;
             }
             if (is_tryagain(r.value) && clock::now() < deadline) {
+                // Again from the slot's owner: an ASK target answers a call without ASKING
+                // with MOVED back, so the redirection is learned anew.
                 ++counts.tryagain;
+                redirected.reset();
                 net::steady_timer t(ex, std::chrono::milliseconds(2 << std::min(attempt, 3)));
                 co_await t.async_wait(use_nothrow);
                 continue;
@@ -335,20 +353,18 @@ std::uint64_t cluster::epoch() const {
 }
 
 connection::counters cluster::stats() const {
-    connection::counters out;
-    for (const auto& [name, n] : impl_->nodes) {
-        auto s = n.conn->stats();
-        out.commands += s.commands;
-        out.errors += s.errors;
-        out.timeouts += s.timeouts;
-        out.reconnects += s.reconnects;
-        out.noscript_retries += s.noscript_retries;
-        out.writes += s.writes;
-        out.commands_written += s.commands_written;
-        out.unavailable += s.unavailable;
-        out.rechecks += s.rechecks;
-    }
+    connection::counters out = impl_->retired_total;
+    for (const auto& [name, n] : impl_->nodes)
+        impl::add(out, n.conn->stats());
+    for (const auto& c : impl_->retired)
+        impl::add(out, c->stats());
     return out;
+}
+
+std::optional<std::string> cluster::master_address(std::uint16_t slot) const {
+    auto m = master_of(slot);
+    if (!m) return std::nullopt;
+    return name_of(impl_->owners[*m]->where);
 }
 
 std::string cluster::last_error() const {

@@ -63,6 +63,8 @@ class cluster {
     /// the map's version: pass both to eval_on_master().
     std::optional<std::size_t> master_of(std::uint16_t slot) const;
     std::uint64_t map_version() const;
+    /// host:port of the master serving `slot` in the current map, if any.
+    std::optional<std::string> master_address(std::uint16_t slot) const;
 
     /// EVALSHA of script `index` with no declared keys on master `master` of map `version`
     /// (a script that finds its keys in `args`: one call for keys of several slots). Fails with

@@ -90,6 +90,10 @@ namespace {
 // One refund call; owns everything it sends (the request it undoes is answered already).
 net::awaitable<void> send_refund(redis::cluster& store, std::uint16_t slot,
                                  std::vector<std::string> keys, std::string args) {
+    // Where the part consumed, as far as the map knows. A retry goes only to that master: a
+    // replica promoted meanwhile may never have received the consumption, and a refund there
+    // would give back what was never taken.
+    auto consumed_on = store.master_address(slot);
     std::vector<std::string_view> key_views(keys.begin(), keys.end());
     std::vector<std::string_view> arg_views{args};
     // Retried only when the refund certainly did not run (so it can never count twice): no
@@ -107,6 +111,7 @@ net::awaitable<void> send_refund(redis::cluster& store, std::uint16_t slot,
         net::steady_timer t(co_await net::this_coro::executor, pause);
         co_await t.async_wait(net::as_tuple(net::use_awaitable));
         pause *= 2;
+        if (store.master_address(slot) != consumed_on) break;  // failed over: not retried
         r = co_await store.eval(slot, 1, key_views, arg_views);
     }
     if (r.ec || r.value.is_error()) {
@@ -123,7 +128,7 @@ net::awaitable<void> send_refund(redis::cluster& store, std::uint16_t slot,
 // decide() queues and suspends; a flush posted behind the current handlers splits the queued
 // chains by slot and sends, per slot, the parts in chunks of max_batch; when a request's last
 // part is answered, its parts are combined (and refunded when rejected) and it resumes.
-struct cluster_backend::impl {
+struct cluster_backend::impl : std::enable_shared_from_this<impl> {
     struct part {
         std::uint16_t slot = 0;
         std::vector<layer_ref> own;  // the part's layers, when the chain spans slots
@@ -243,15 +248,22 @@ struct cluster_backend::impl {
         }
     }
 
+    // A flush behind the handlers queued now; a backend gone by then (a reload dropped it)
+    // is not touched.
+    void post_flush() {
+        if (flush_posted) return;
+        flush_posted = true;
+        net::post(ex, [w = weak_from_this()] {
+            if (auto self = w.lock()) self->flush();
+        });
+    }
+
     void master_done(std::size_t m, std::uint64_t version) {
         if (version == routed) {
             auto it = masters.find(m);
             if (it != masters.end()) it->second.busy = false;
         }
-        if (!flush_posted) {
-            flush_posted = true;
-            net::post(ex, [this] { flush(); });
-        }
+        post_flush();
     }
 
     // The parts of several slots of one master in one call of the cross-slot chain script
@@ -261,6 +273,13 @@ struct cluster_backend::impl {
     // slot by slot instead, where redirections are followed.
     net::awaitable<void> send_to_master(std::size_t master, std::uint64_t version,
                                         std::vector<std::pair<pending*, part*>> chunk) {
+        // However this ends (an exception included), the master takes its next call.
+        struct done_guard {
+            impl* self;
+            std::size_t master;
+            std::uint64_t version;
+            ~done_guard() { self->master_done(master, version); }
+        } guard{this, master, version};
         std::vector<std::pair<const std::vector<layer_ref>*, double>> reqs;
         reqs.reserve(chunk.size());
         for (auto& [p, q] : chunk)
@@ -283,7 +302,6 @@ struct cluster_backend::impl {
         } else {
             deliver(chunk, r, started);
         }
-        master_done(master, version);
     }
 
     net::awaitable<void> send(std::uint16_t slot, std::vector<std::pair<pending*, part*>> chunk) {
@@ -373,7 +391,7 @@ struct cluster_backend::impl {
 
 cluster_backend::cluster_backend(const net::any_io_executor& ex, redis::cluster& store,
                                  bool redis_clock, call_observer observer)
-    : impl_(std::make_unique<impl>(ex, store, redis_clock, std::move(observer))) {}
+    : impl_(std::make_shared<impl>(ex, store, redis_clock, std::move(observer))) {}
 
 cluster_backend::~cluster_backend() = default;
 
@@ -382,10 +400,7 @@ net::awaitable<backend::answer> cluster_backend::decide(const std::vector<layer_
     impl::pending p{&refs, cost, {}, 0, {}, {}};
     auto& i = *impl_;
     i.queue.push_back(&p);
-    if (!i.flush_posted) {
-        i.flush_posted = true;
-        net::post(i.ex, [&i] { i.flush(); });
-    }
+    i.post_flush();
     co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
         [&p](auto handler) { p.handler.emplace(std::move(handler)); }, net::use_awaitable);
     co_return std::move(p.result);

@@ -74,7 +74,7 @@ class cluster_backend final : public backend {
     struct impl;
 
   private:
-    std::unique_ptr<impl> impl_;
+    std::shared_ptr<impl> impl_;
 };
 
 }  // namespace rategate::limiters

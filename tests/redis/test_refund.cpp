@@ -435,6 +435,40 @@ TEST_CASE("refund: a token bucket never holds more than its burst") {
     CHECK_FALSE(redis.decide({a}, tc, 1).allowed);
 }
 
+TEST_CASE("refund: a bucket that may have hit its cap since the request gives nothing back") {
+    // A request R takes 1 at tc from a bucket just below its cap; it refills to the cap; X takes
+    // 1 at a later time; then R's refund arrives. The key that never saw R holds what X left:
+    // a full refund would give R's permit back a second time (one admission too many). The
+    // refund is late (the state's last write is at least cost x interval after tc): nothing.
+    refund_fixture redis;
+    struct bucket {
+        const char* name;
+        layer_spec spec;
+    };
+    const std::vector<bucket> buckets = {
+        {"token_bucket", {algorithm::token_bucket, {{1000, 1 * s, 10, 0}}, false, 0}},
+        {"leaky_bucket", {algorithm::leaky_bucket, {{1000, 1 * s, 10, 0}}, false, 0}},
+        {"gcra", {algorithm::gcra, {{1000, 1 * s, 10, 0}}, false, 0}},
+        {"smooth_bursty", {algorithm::smooth_bursty, {{1000, 0.01, 10 * s, 0}}, false, 0}},
+    };
+    for (const auto& b : buckets) {
+        CAPTURE(b.name);
+        std::string prefix = std::string("cap:") + b.name;
+        layer_ref a{prefix + ":a", &b.spec}, never{prefix + ":b", &b.spec};
+        double t0 = epoch, tc = epoch + 1 * s, later = tc + 5'000, at = 0;
+        // Both keys: one request well before, so both buckets are (nearly) full at tc.
+        REQUIRE(redis.decide({a}, t0, 1).allowed);
+        REQUIRE(redis.decide({never}, t0, 1).allowed);
+        REQUIRE(redis.decide({a}, tc, 1, &at).allowed);  // R, on a only
+        REQUIRE(redis.decide({a}, later, 1).allowed);    // X, 5 ms later: the cap was hit
+        REQUIRE(redis.decide({never}, later, 1).allowed);
+        CHECK(redis.refund({refund_item_of(a, 1, at)}) == 0);
+        // From here both keys decide alike: nothing was given twice.
+        for (int i = 0; i < 12; ++i)
+            CHECK(same(redis.decide({a}, later, 1), redis.decide({never}, later, 1)));
+    }
+}
+
 TEST_CASE("refund: Guava layers get time back, never before the consumption, no stored permits") {
     refund_fixture redis;
     SUBCASE("smooth_bursty") {

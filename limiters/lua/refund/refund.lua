@@ -22,6 +22,9 @@
 --   sub-window is still in the ring. (A request decided under a clock that stepped back was
 --   counted in the newer slot: then an older slot gives it back; the window's sum is the
 --   same until that older slot leaves, then higher: over-count only.)
+-- 4, 5, 6, 7, 8 (the buckets): only while the state's last write is within cost x interval of
+--   tc (see fresh_enough below): before that the bucket cannot have hit its cap since the
+--   request, so giving the cost back restores exactly the state without it; after, nothing.
 -- 4 leaky_bucket: the level drops by at most the cost it rose by (never below 0; `last` kept,
 --   so no drain is credited twice).
 -- 5 token_bucket: gives back at most the cost it took, capped at burst; 6 gcra: moves the TAT
@@ -91,21 +94,36 @@ R[3] = function(p, st, off, cost, tc)
     st[slot] = max(0, st[slot] - cost)
   end
 end
+-- The buckets (leaky, token, GCRA, Guava) give back only while the state's last write is
+-- less than cost x interval after tc: the time the bucket needs to refill (drain) the cost it
+-- took. Until then it cannot have reached its cap (full, empty, TAT overtaken, next free
+-- ticket passed), so the state is exactly the one without the request, but for the cost:
+-- giving the cost back is exact. Later, the cap may have absorbed part of the difference and a
+-- full refund could give some of it twice; then nothing is given back (an over-count only).
+local function fresh_enough(last, tc, cost, interval)
+  return last - tc < cost * interval
+end
 R[4] = function(p, st, off, cost, tc)
-  st[off + 1] = max(0, st[off + 1] - cost)
+  if fresh_enough(st[off + 2], tc, cost, p[2] / p[1]) then st[off + 1] = max(0, st[off + 1] - cost) end
 end
 R[5] = function(p, st, off, cost, tc)
   -- Never lowers tokens (a stored value above burst stays).
-  st[off + 1] = max(st[off + 1], min(p[3], st[off + 1] + cost))
+  if fresh_enough(st[off + 2], tc, cost, p[2] / p[1]) then
+    st[off + 1] = max(st[off + 1], min(p[3], st[off + 1] + cost))
+  end
 end
 R[6] = function(p, st, off, cost, tc)
   -- The same double arithmetic as the chain script (interval first).
   local interval = p[2] / p[1]
-  st[off + 1] = min(st[off + 1], max(tc, st[off + 1] - cost * interval))
+  if fresh_enough(st[off + 2], tc, cost, interval) then
+    st[off + 1] = min(st[off + 1], max(tc, st[off + 1] - cost * interval))
+  end
 end
 local function guava(p, st, off, cost, tc)
   local stable = 1e6 / p[1]
-  st[off + 2] = min(st[off + 2], max(tc, st[off + 2] - floor(cost * stable)))
+  if fresh_enough(st[off + 3], tc, cost, stable) then
+    st[off + 2] = min(st[off + 2], max(tc, st[off + 2] - floor(cost * stable)))
+  end
 end
 R[7] = guava
 R[8] = guava
