@@ -71,7 +71,8 @@ worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>
             std::vector<limiters::redis::script>{
                 {"chain", std::string(limiters::chain_script())},
                 {"refund", std::string(limiters::refund_script())},
-                {"chain (cross-slot)", limiters::cross_slot_chain_script()}});
+                {"chain (cross-slot)", limiters::cross_slot_chain_script()},
+                {"refund (cross-slot)", limiters::cross_slot_refund_script()}});
     } else if (c->redis)
         for (int i = 0; i < c->redis->connections_per_thread; ++i)
             redis.push_back(std::make_unique<limiters::redis::connection>(

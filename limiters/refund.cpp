@@ -10,6 +10,13 @@ std::string_view refund_script() {
     return embedded_script_source("lua/refund/refund.lua");
 }
 
+std::string cross_slot_refund_script() {
+    std::string out(embedded_script_source("lua/cluster/cross_slot_refund.lua"));
+    if (out.empty() || out.back() != '\n') out += '\n';
+    out += refund_script();
+    return out;
+}
+
 refund_item refund_item_of(const layer_ref& layer, double cost, double consumed_at_us) {
     return {layer.key, algorithm_code(layer.spec->algo), layer.spec->rules, cost, consumed_at_us};
 }

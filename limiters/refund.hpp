@@ -15,6 +15,11 @@ namespace rategate::limiters {
 /// The refund script's source (embedded).
 std::string_view refund_script();
 
+/// The refund script for one master of a Redis Cluster: limiters/lua/cluster/
+/// cross_slot_refund.lua, then refund_script(). Called with no declared keys and the keys after
+/// its one argument, it refunds keys of several slots of that master in one call (Redis 7.0+).
+std::string cross_slot_refund_script();
+
 /// One key to refund: what its layer consumed, and when.
 struct refund_item {
     std::string_view key;  ///< a view: keep the key alive until the call is encoded and sent

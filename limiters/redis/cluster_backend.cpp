@@ -280,11 +280,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
             std::uint64_t version;
             ~done_guard() { self->master_done(master, version); }
         } guard{this, master, version};
-        std::vector<std::pair<const std::vector<layer_ref>*, double>> reqs;
-        reqs.reserve(chunk.size());
-        for (auto& [p, q] : chunk)
-            reqs.push_back({q->refs, p->cost});
-        auto batch = encode_batch(reqs, redis_clock ? -1 : wall_clock_us());
+        auto batch = encode(chunk);
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         args.insert(args.end(), batch.keys.begin(), batch.keys.end());
         auto started = std::chrono::steady_clock::now();
@@ -304,12 +300,17 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         }
     }
 
-    net::awaitable<void> send(std::uint16_t slot, std::vector<std::pair<pending*, part*>> chunk) {
+    // The chain script's arguments for the chunk's parts (keys viewed in the parts).
+    chain_batch encode(const std::vector<item>& chunk) const {
         std::vector<std::pair<const std::vector<layer_ref>*, double>> reqs;
         reqs.reserve(chunk.size());
-        for (auto& [p, q] : chunk)
+        for (const auto& [p, q] : chunk)
             reqs.push_back({q->refs, p->cost});
-        auto batch = encode_batch(reqs, redis_clock ? -1 : wall_clock_us());
+        return encode_batch(reqs, redis_clock ? -1 : wall_clock_us());
+    }
+
+    net::awaitable<void> send(std::uint16_t slot, std::vector<item> chunk) {
+        auto batch = encode(chunk);
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         auto started = std::chrono::steady_clock::now();
         auto r = co_await store.eval(slot, 0, batch.keys, args);
@@ -367,24 +368,126 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
 
     // Undoes every part that consumed: each layer of an admitted part, but a shadow layer
     // that would have rejected (it consumed nothing).
+    // The refunds are queued per master and sent together by a flush posted now, ahead of the
+    // waiter that finish() posts next: each refund call starts (and is queued on its master's
+    // connection) before any later request of this loop can be decided.
     void refund(const pending& p) {
         for (const auto& q : p.parts) {
             if (q.ec || !q.decision.allowed) continue;
-            std::vector<refund_item> items;
-            std::vector<std::string> keys;
+            auto master = store.master_of(q.slot);
             for (std::size_t l = 0; l < q.refs->size(); ++l) {
                 if (q.decision.shadow_mask & (1u << l)) continue;
                 const auto& ref = (*q.refs)[l];
-                keys.push_back(ref.key);
-                items.push_back(
-                    {ref.key, algorithm_code(ref.spec->algo), ref.spec->rules, p.cost, q.now});
+                queued_refunds.push_back({master, q.slot, ref.key, algorithm_code(ref.spec->algo),
+                                          ref.spec->rules, p.cost, q.now});
             }
-            if (keys.empty()) continue;
-            auto args = encode_refund_args(items);
-            ++store.counts().refunds;
-            store.counts().refunded_layers += keys.size();
-            net::co_spawn(ex, send_refund(store, q.slot, std::move(keys), std::move(args)),
-                          net::detached);
+        }
+        if (queued_refunds.empty() || refunds_posted) return;
+        refunds_posted = true;
+        refunds_version = store.map_version();
+        net::post(ex, [w = weak_from_this()] {
+            if (auto self = w.lock()) self->flush_refunds();
+        });
+    }
+
+    struct queued_refund {
+        std::optional<std::size_t> master;
+        std::uint16_t slot;
+        std::string key;
+        int algorithm;
+        std::vector<rule_params> rules;
+        double cost;
+        double consumed_at;
+    };
+    std::vector<queued_refund> queued_refunds;
+    bool refunds_posted = false;
+    std::uint64_t refunds_version = 0;
+
+    // One call of the cross-slot refund script per master (script 3), up to 256 keys each;
+    // slot by slot when the map changed meanwhile or a slot had no master.
+    void flush_refunds() {
+        refunds_posted = false;
+        auto all = std::move(queued_refunds);
+        queued_refunds.clear();
+        bool same_map = refunds_version == store.map_version();
+        std::unordered_map<std::size_t, std::vector<queued_refund>> by_master;
+        std::unordered_map<std::uint16_t, std::vector<queued_refund>> by_slot;
+        for (auto& r : all) {
+            if (same_map && r.master)
+                by_master[*r.master].push_back(std::move(r));
+            else
+                by_slot[r.slot].push_back(std::move(r));
+        }
+        for (auto& [slot, rs] : by_slot)
+            spawn_slot_refund(slot, rs);
+        for (auto& [master, rs] : by_master)
+            for (std::size_t i = 0; i < rs.size(); i += 256) {
+                std::vector<queued_refund> chunk(
+                    std::make_move_iterator(rs.begin() + static_cast<std::ptrdiff_t>(i)),
+                    std::make_move_iterator(
+                        rs.begin() + static_cast<std::ptrdiff_t>(std::min(rs.size(), i + 256))));
+                ++store.counts().refunds;
+                store.counts().refunded_layers += chunk.size();
+                net::co_spawn(ex,
+                              send_master_refund(store, master, refunds_version, std::move(chunk)),
+                              net::detached);
+            }
+    }
+
+    void spawn_slot_refund(std::uint16_t slot, const std::vector<queued_refund>& rs) {
+        std::vector<refund_item> items;
+        std::vector<std::string> keys;
+        for (const auto& r : rs) {
+            keys.push_back(r.key);
+            items.push_back({r.key, r.algorithm, r.rules, r.cost, r.consumed_at});
+        }
+        ++store.counts().refunds;
+        store.counts().refunded_layers += keys.size();
+        net::co_spawn(ex, send_refund(store, slot, std::move(keys), encode_refund_args(items)),
+                      net::detached);
+    }
+
+    // Refunds of one master in one call; when it certainly did not run (the map changed
+    // before it was sent, or the master refused it before running), slot by slot instead.
+    // Owns what it sends: the requests are answered by then; it touches only the cluster
+    // (the worker's, which outlives every backend).
+    static net::awaitable<void> send_master_refund(redis::cluster& store, std::size_t master,
+                                                   std::uint64_t version,
+                                                   std::vector<queued_refund> rs) {
+        std::vector<refund_item> items;
+        for (const auto& r : rs)
+            items.push_back({r.key, r.algorithm, r.rules, r.cost, r.consumed_at});
+        auto packed = encode_refund_args(items);
+        std::vector<std::string_view> args{packed};
+        for (const auto& r : rs)
+            args.push_back(r.key);
+        auto r = co_await store.eval_on_master(master, version, 3, args);
+        if (r.ec == redis::client_error::not_connected ||
+            r.ec == redis::client_error::server_unavailable) {
+            --store.counts().refunds;  // counted again per slot
+            store.counts().refunded_layers -= rs.size();
+            std::unordered_map<std::uint16_t, std::vector<queued_refund>> by_slot;
+            for (auto& q : rs)
+                by_slot[q.slot].push_back(std::move(q));
+            for (auto& [slot, qs] : by_slot) {
+                std::vector<refund_item> slot_items;
+                std::vector<std::string> keys;
+                for (const auto& q : qs) {
+                    keys.push_back(q.key);
+                    slot_items.push_back({q.key, q.algorithm, q.rules, q.cost, q.consumed_at});
+                }
+                ++store.counts().refunds;
+                store.counts().refunded_layers += keys.size();
+                co_await send_refund(store, slot, std::move(keys), encode_refund_args(slot_items));
+            }
+            co_return;
+        }
+        if (r.ec || r.value.is_error()) {
+            ++store.counts().refund_failures;
+            spdlog::warn(
+                "refund of {} layer(s) on one master failed ({}): their quota stays "
+                "taken until it expires",
+                rs.size(), r.ec ? r.ec.message() : r.value.str);
         }
     }
 };

@@ -10,7 +10,8 @@
 // (limiters/lua/refund/refund.lua, sent at once, before the request is answered, on the same
 // per-master connection as later calls from this loop). Why a refund never lets a limit be exceeded
 // is written per algorithm at the top of refund.lua; a rejected request may hold another layer's
-// quota for one round trip.
+// quota for one round trip. The refunds of many rejected requests go to each master in one call,
+// as the decisions do.
 //
 // The over-limit cache is off with a cluster (config): a refund can give back quota that a
 // cached refusal would still hold.

@@ -783,6 +783,57 @@ class ClusterSet:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+class Load:
+    """One client sending requests back to back on a keep-alive connection (reopened when
+    closed) until stopped; records (start time, seconds taken, status or error text)."""
+
+    def __init__(self, port, path, headers, pause=0.01):
+        self.port, self.path, self.headers, self.pause = port, path, headers, pause
+        self.results = []
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        conn = None
+        while not self.stopped.is_set():
+            start = time.time()
+            try:
+                if conn is None:
+                    conn = Conn(self.port, timeout=10)
+                r = conn.request("GET", self.path, self.headers)
+                outcome = r.status
+                if (r.header("Connection") or "").lower() == "close":
+                    conn.close()
+                    conn = None
+            except (OSError, EOFError) as e:
+                outcome = repr(e)
+                if conn:
+                    conn.close()
+                conn = None
+            self.results.append((start, time.time() - start, outcome))
+            if self.pause:
+                time.sleep(self.pause)
+        if conn:
+            conn.close()
+
+    def count(self, outcome):
+        return sum(1 for _, _, o in list(self.results) if o == outcome)
+
+    def outcomes(self, since=0.0, until=float("inf")):
+        return [o for start, _, o in list(self.results) if since <= start < until]
+
+    def summary(self):
+        counts = {}
+        for _, _, o in list(self.results):
+            counts[str(o)] = counts.get(str(o), 0) + 1
+        return counts
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(15)
+
+
 class SilentServer:
     """Accepts TCP connections and never answers (a hung server or sentinel). Keeps every
     connection open until stop()."""

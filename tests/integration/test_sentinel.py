@@ -9,7 +9,7 @@ down-after 1 s, so a failover takes a few seconds.
 import threading
 import time
 
-from harness import Conn, GatewayTest, RedisServer, SANITIZED, SentinelSet, SilentServer, free_port, get
+from harness import Conn, GatewayTest, Load, RedisServer, SANITIZED, SentinelSet, SilentServer, free_port, get
 
 SLOW = 3 if SANITIZED else 1
 
@@ -22,47 +22,6 @@ def limiter(scope, algorithm, rules, **extra):
 
 def exact(limit):
     return limiter("user", "sliding_window_log", [{"limit": limit, "window": "1m"}])
-
-
-class Load:
-    """One client sending requests back to back on a keep-alive connection (reopened when
-    closed) until stopped; records (start time, seconds taken, status or error text)."""
-
-    def __init__(self, port, path, headers):
-        self.port, self.path, self.headers = port, path, headers
-        self.results = []
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self):
-        conn = None
-        while not self.stopped.is_set():
-            start = time.time()
-            try:
-                if conn is None:
-                    conn = Conn(self.port, timeout=10)
-                r = conn.request("GET", self.path, self.headers)
-                outcome = r.status
-                if (r.header("Connection") or "").lower() == "close":
-                    conn.close()
-                    conn = None
-            except (OSError, EOFError) as e:
-                outcome = repr(e)
-                if conn:
-                    conn.close()
-                conn = None
-            self.results.append((start, time.time() - start, outcome))
-            time.sleep(0.01)
-        if conn:
-            conn.close()
-
-    def count(self, outcome):
-        return sum(1 for _, _, o in list(self.results) if o == outcome)
-
-    def stop(self):
-        self.stopped.set()
-        self.thread.join(15)
 
 
 class Sentinel(GatewayTest):

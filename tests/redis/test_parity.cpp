@@ -19,28 +19,21 @@
 #include "limiters/keys.hpp"
 #include "limiters/redis/connection.hpp"
 #include "limiters/redis_chain.hpp"
+#include "tests/redis/chain_test_util.hpp"
 #include "tests/support/redis_server.hpp"
 
 namespace net = boost::asio;
 using namespace rategate::limiters;
 using rategate::config::algorithm;
 using namespace std::chrono_literals;
+using rategate::test::describe;
+using rategate::test::epoch;
+using rategate::test::ms;
+using rategate::test::run;
+using rategate::test::s;
+using rategate::test::same;
 
 namespace {
-
-constexpr double ms = 1000, s = 1'000'000;
-constexpr double epoch = 1'700'000'000'000'000.0;  // a realistic Unix time in µs
-
-template <class T>
-T run(net::io_context& ioc, net::awaitable<T> aw) {
-    auto fut = net::co_spawn(ioc, std::move(aw), net::use_future);
-    auto deadline = std::chrono::steady_clock::now() + 30s;
-    while (fut.wait_for(0s) != std::future_status::ready) {
-        REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "wall-clock cap exceeded");
-        ioc.run_one_for(10ms);
-    }
-    return fut.get();
-}
 
 // A connection with the chain script loaded, on a fresh redis-server.
 struct redis_fixture {
@@ -81,14 +74,6 @@ struct redis_fixture {
     }
 };
 
-std::string describe(const chain_decision& d) {
-    std::ostringstream o;
-    o << "allowed=" << d.allowed << " decider=" << d.decider << " wait=" << d.wait_us
-      << " retry=" << d.retry_us << " header=" << d.header_layer << " remaining=" << d.remaining
-      << " reset=" << d.reset_us << " rule=" << d.rule << " shadow=" << d.shadow_mask;
-    return o.str();
-}
-
 // The twin's decision as the script reports it (integers, truncated like Redis does).
 chain_decision as_reported(chain_decision d) {
     d.wait_us = static_cast<double>(static_cast<long long>(d.wait_us));
@@ -96,13 +81,6 @@ chain_decision as_reported(chain_decision d) {
     d.remaining = static_cast<double>(static_cast<long long>(d.remaining));
     d.reset_us = static_cast<double>(static_cast<long long>(d.reset_us));
     return d;
-}
-
-bool same(const chain_decision& a, const chain_decision& b) {
-    return a.allowed == b.allowed && a.decider == b.decider && a.wait_us == b.wait_us &&
-           a.retry_us == b.retry_us && a.header_layer == b.header_layer &&
-           a.remaining == b.remaining && a.reset_us == b.reset_us && a.rule == b.rule &&
-           a.shadow_mask == b.shadow_mask;
 }
 
 struct algo_case {
