@@ -501,8 +501,14 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
         out.connections_per_thread = static_cast<int>(*v);
     if (auto v = read_millis(o.get("command_timeout"), o.path("command_timeout"), c))
         out.command_timeout = *v;
-    if (auto v = read_string(o.get("key_prefix"), o.path("key_prefix"), c, true))
-        out.key_prefix = *v;
+    if (auto v = read_string(o.get("key_prefix"), o.path("key_prefix"), c, true)) {
+        if (cluster_j && v->find_first_of("{}") != std::string::npos)
+            c.fail(o.path("key_prefix"),
+                   "must not hold '{' or '}' with \"cluster\": the braces of the keys are the "
+                   "hash tags that spread the counters over the masters");
+        else
+            out.key_prefix = *v;
+    }
     if (auto v = read_enum<redis_config::clock_source>(
             o.get("clock"), o.path("clock"), c,
             {{"redis", redis_config::clock_source::redis},

@@ -413,7 +413,7 @@ std::string render_top_json(const std::vector<const loop_metrics*>& loops,
     auto out = nlohmann::json::array();
     for (const auto& e : merged.top()) {
         if (out.size() >= limit) break;
-        // Layer keys are PREFIX{LIMITER|PARTS} (limiters/keys.hpp).
+        // Layer keys are PREFIX{LIMITER} and PREFIX LIMITER|{PARTS} (limiters/keys.hpp).
         std::string_view k = e.item;
         if (k.starts_with(key_prefix)) k.remove_prefix(key_prefix.size());
         if (k.starts_with('{')) k.remove_prefix(1);
@@ -422,7 +422,12 @@ std::string render_top_json(const std::vector<const loop_metrics*>& loops,
         auto name = k.substr(0, bar);
         name = name.substr(0, name.find('~'));  // the shape tag follows the name
         std::string limiter = unescape_key_part(name);
-        std::string parts = bar == std::string_view::npos ? "" : std::string(k.substr(bar + 1));
+        std::string parts;
+        if (bar != std::string_view::npos) {
+            auto rest = k.substr(bar + 1);
+            if (rest.starts_with('{')) rest.remove_prefix(1);
+            parts = std::string(rest);
+        }
         out.push_back({{"limiter", limiter},
                        {"key", parts.empty() ? "(global)" : parts},
                        {"limited", e.count}});

@@ -31,7 +31,6 @@ std::string key_head(std::string_view prefix, std::string_view limiter, std::str
     std::string key;
     key.reserve(prefix.size() + limiter.size() + shape.size() + 2);
     key += prefix;
-    key += '{';
     append_escaped(key, limiter);
     if (!shape.empty()) {
         key += '~';
@@ -40,16 +39,25 @@ std::string key_head(std::string_view prefix, std::string_view limiter, std::str
     return key;
 }
 
-std::string layer_key(std::string_view prefix, std::string_view limiter, std::string_view parts,
-                      std::string_view shape) {
-    std::string key = key_head(prefix, limiter, shape);
-    key.reserve(key.size() + parts.size() + 2);
-    if (!parts.empty()) {
-        key += '|';
-        key += parts;
-    }
+std::string global_key(std::string_view prefix, std::string_view head) {
+    std::string key;
+    key.reserve(head.size() + 2);
+    key += prefix;
+    key += '{';
+    key += head.substr(prefix.size());
     key += '}';
     return key;
+}
+
+std::string layer_key(std::string_view prefix, std::string_view limiter, std::string_view parts,
+                      std::string_view shape) {
+    std::string head = key_head(prefix, limiter, shape);
+    if (parts.empty()) return global_key(prefix, head);
+    head.reserve(head.size() + parts.size() + 3);
+    head += "|{";
+    head += parts;
+    head += '}';
+    return head;
 }
 
 std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules,

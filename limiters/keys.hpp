@@ -2,13 +2,16 @@
 // followed by "~" and its shape (shape_tag: algorithm and rules), so a limiter whose algorithm
 // or rules change starts fresh keys instead of meeting state of another type (SPEC §5):
 //   <key_prefix>{<limiter>}                      scope global
-//   <key_prefix>{<limiter>|r=<route>}            scope route, and per_route user/ip
-//   <key_prefix>{<limiter>|u=<user id>}          scope user   (…|r=<route> with per_route)
-//   <key_prefix>{<limiter>|ip=<address>}         scope ip     (…|r=<route> with per_route)
-//   <key_prefix>{<limiter>|h=<header value>}     scope header:NAME
-// Every name and value is percent-escaped (all bytes but A-Z a-z 0-9 . _ -), so a value with
-// ':', '{', '}', '|', '%', a newline or non-UTF-8 bytes can neither collide with another key nor
-// choose a Redis Cluster hash slot: the braces are the hash tag, one slot per layer key.
+//   <key_prefix><limiter>|{r=<route>}            scope route
+//   <key_prefix><limiter>|{u=<user id>}          scope user   (|{u=<user id>|r=<route>} with
+//   per_route) <key_prefix><limiter>|{ip=<address>}         scope ip     (…|r=<route>} with
+//   per_route) <key_prefix><limiter>|{h=<header value>}     scope header:NAME
+// The braces are the Redis Cluster hash tag: a global limiter's counter is its own slot, and a
+// scoped counter's slot is its identity's, so every layer of one user (of one address, one
+// route...) shares one slot and is decided in one atomic part of a split chain. Every name and
+// value is percent-escaped (all bytes but A-Z a-z 0-9 . _ -), so a value with ':', '{', '}',
+// '|', '%', a newline or non-UTF-8 bytes can neither collide with another key nor choose a
+// slot of its own; a key_prefix holding braces is refused with a cluster (config).
 #pragma once
 
 #include <array>
@@ -24,9 +27,12 @@ std::string escape_key_part(std::string_view value);
 /// Appends `value` percent-escaped (as escape_key_part) to `out`.
 void append_escaped(std::string& out, std::string_view value);
 
-/// The constant start of every key of a limiter: `<prefix>{<escaped limiter>~<shape>`; a key is
-/// this, then `|<parts>` when there are parts, then `}` (see layer_key).
+/// The constant start of every scoped key of a limiter: `<prefix><escaped limiter>~<shape>`; a
+/// scoped key is this, then `|{<parts>}` (see layer_key).
 std::string key_head(std::string_view prefix, std::string_view limiter, std::string_view shape);
+
+/// The key of a global limiter from its key_head(): `<prefix>{<escaped limiter>~<shape>}`.
+std::string global_key(std::string_view prefix, std::string_view head);
 
 /// Builds a layer key. `parts` are already escaped "x=value" pieces joined by '|'; `shape`
 /// (shape_tag(), may be empty) follows the escaped limiter name after a '~' (which escaping

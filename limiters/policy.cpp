@@ -125,12 +125,11 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
         }
         std::string key;
         if (c.scope == scope_kind::global) {
-            key.reserve(l->head.size() + 1);
-            key += l->head;
+            key = global_key(prefix_, l->head);
         } else if (c.scope == scope_kind::route) {
-            key.reserve(l->head.size() + route_part.size() + 2);
+            key.reserve(l->head.size() + route_part.size() + 3);
             key += l->head;
-            key += '|';
+            key += "|{";
             key += route_part;
         } else {
             if (value && value->size() > max_identity_bytes) {
@@ -148,7 +147,7 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
             key.reserve(l->head.size() + tag.size() + (value ? 3 * value->size() : 10) +
                         route_part.size() + 4);
             key += l->head;
-            key += '|';
+            key += "|{";
             key += tag;
             if (value) {
                 key += '=';
@@ -161,7 +160,7 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
                 key += route_part;
             }
         }
-        key += '}';
+        if (c.scope != scope_kind::global) key += '}';
         out.refs.push_back({std::move(key), &l->spec});
         out.layers.push_back(l);
     }

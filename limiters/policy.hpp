@@ -29,8 +29,8 @@ class policy {
         const config::limiter_config* limiter;
         layer_spec spec;
         std::size_t index;    ///< position in the config's limiters (name order), for metrics
-        std::string head;     ///< key_head(): the constant start of its keys (prefix, escaped
-                              ///< name, shape_tag)
+        std::string head;     ///< key_head(): the constant start of its scoped keys (prefix,
+                              ///< escaped name, shape_tag); a global layer's key is global_key()
         double min_cost = 0;  ///< the least cost of a route that lists it (permits)
         double max_cost = 0;  ///< the largest cost of a route that lists it (permits)
     };

@@ -5,7 +5,7 @@ resharding without a restart (MOVED, ASK), and applies the route's on_redis_erro
 slot's master is down. /readyz is 200 when every slot's master answers.
 
 Real processes (harness.ClusterSet): three masters and three replicas on loopback,
-cluster-node-timeout 2 s. The key of each layer is `<prefix>{<limiter>~<shape>|u=<user>}`: the
+cluster-node-timeout 2 s. The key of each scoped layer is `<prefix><limiter>~<shape>|{u=<user>}` (the
 tests learn a limiter's key from one probe request (the shape tag is the gateway's), then pick
 users whose keys hash to the masters they need (CRC16 of the hash tag, as Redis computes it).
 
@@ -66,7 +66,7 @@ def key_slot(key):
 
 def user_key(template, probe_user, user):
     """`template` (the key a probe user's request made) for another user."""
-    return template.replace("|u=%s}" % probe_user, "|u=%s}" % user)
+    return template.replace("|{u=%s}" % probe_user, "|{u=%s}" % user)
 
 
 def master_in(ranges_by_master, slot):
@@ -220,7 +220,7 @@ class ClusterBase(GatewayTest):
         `name` that holds the user (the layer's key on the cluster)."""
         r = get(gw.port, path, {"X-User-Id": user})
         self.assertEqual(r.status, 200, "probe request of %s: %s %s\n%s" % (user, r.status, r.body, self.diagnosis()))
-        found = self.cluster.keys("%s{%s~*|u=%s}" % (prefix, name, user))
+        found = self.cluster.keys("%s%s~*|{u=%s}" % (prefix, name, user))
         self.assertEqual(len(found), 1, "keys of probe user %s on the masters: %s\n%s"
                          % (user, found, self.diagnosis()))
         key, port = next(iter(found.items()))
@@ -289,7 +289,7 @@ class ClusterLimits(ClusterBase):
             for c in conns:
                 c.close()
         # Every user's key is on the master its slot names: the counters are spread over all three.
-        found = self.cluster.keys("t1:*|u=user-t1-*")
+        found = self.cluster.keys("t1:*|{u=user-t1-*")
         for port, users in chosen.items():
             for user in users:
                 self.assertEqual(found.get(user_key(template, "probe-t1", user)), port, "keys: %s" % found)
@@ -365,7 +365,7 @@ class ClusterLimits(ClusterBase):
                         [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["global", "per-user"]}])
         gw = gws[0]
         user_template, _ = self.probe_key(gw, "/api/x", "probe-t3", "t3:", "per-user")
-        global_keys = [k for k in self.cluster.keys("t3:*") if "|u=" not in k]
+        global_keys = [k for k in self.cluster.keys("t3:*") if "|{u=" not in k]
         self.assertEqual(len(global_keys), 1, global_keys)
         global_master = self.cluster.master_of_slot(key_slot(global_keys[0]))
         self.cluster.flushall()  # the probe's consumption gone: the global layer has 20 again
@@ -403,6 +403,33 @@ class ClusterLimits(ClusterBase):
         self.assertEqual(self.metric("rategate_redis_cluster_refund_failures_total"), 0, self.diagnosis())
         self.assert_alive()
 
+
+    def test_one_users_layers_share_a_slot_and_are_decided_in_one_part(self):
+        """Two per-user limiters (a burst and a longer limit) of one user hash to the user's slot:
+        the chain is not split, so the burst's rejections consume nothing of the other layer and
+        need no refund."""
+        gws = self.make(self.redis("t6:"),
+                        {"burst": limiter("user", "fixed_window", [{"limit": 2, "window": "1h"}]),
+                         "hourly": limiter("user", "fixed_window", [{"limit": 5, "window": "1h"}])},
+                        [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["hourly", "burst"]}])
+        left = 3600 - time.time() % 3600
+        if left < 15:
+            time.sleep(left + 0.1)
+        split = self.metric("rategate_redis_cluster_split_chains_total")
+        refunds = self.metric("rategate_redis_cluster_refunds_total")
+        c = Conn(gws[0].port)
+        try:
+            got = [c.request("GET", "/api/x", {"X-User-Id": "dana-t6"}).status for _ in range(6)]
+        finally:
+            c.close()
+        self.assertEqual(got, [200] * 2 + [429] * 4, self.diagnosis())
+        keys = self.cluster.keys("t6:*|{u=dana-t6}")
+        self.assertEqual(len(keys), 2, keys)
+        self.assertEqual(len({key_slot(k) for k in keys}), 1, keys)
+        time.sleep(0.4)  # the gateway publishes its counters 4 times a second
+        self.assertEqual(self.metric("rategate_redis_cluster_split_chains_total"), split, self.diagnosis())
+        self.assertEqual(self.metric("rategate_redis_cluster_refunds_total"), refunds, self.diagnosis())
+        self.assert_alive()
 
 class ClusterChanges(ClusterBase):
     """Failover and resharding under load: one cluster per test."""
@@ -447,7 +474,7 @@ class ClusterChanges(ClusterBase):
         self.wait_readyz(200, 5 * SLOW)
         self.assertEqual(self.statuses(gw, "/exact/x", 4, {"X-User-Id": fresh}), [200, 200, 200, 429],
                          "fresh user %s on a slot of the killed master\n%s" % (fresh, self.diagnosis()))
-        self.assertEqual(cluster.keys("t4:*|u=%s}" % fresh), {user_key(exact_template, "probe-t4", fresh): promoted})
+        self.assertEqual(cluster.keys("t4:*|{u=%s}" % fresh), {user_key(exact_template, "probe-t4", fresh): promoted})
         time.sleep(1.0)
         load.stop()
         other.stop()
@@ -508,7 +535,7 @@ class ClusterChanges(ClusterBase):
         while sum(l.count(200) for l in loads) < limit // 3 and time.time() < deadline:
             time.sleep(0.02)
         begun = time.time()
-        self.assertEqual(cluster.keys("t5:*|u=%s}" % user), {key: source})
+        self.assertEqual(cluster.keys("t5:*|{u=%s}" % user), {key: source})
         moved_from, moved = cluster.migrate_slot(slot, target, pause=0.3)
         done = time.time()
         self.assertEqual((moved_from, moved), (source, 1))
@@ -541,12 +568,12 @@ class ClusterChanges(ClusterBase):
         after = [o for start, _, o in results if start > max(done, first_refusal) + 0.2]
         self.assertTrue(after, detail)
         self.assertEqual(set(after), {429}, "after the move: " + detail)
-        self.assertEqual(cluster.keys("t5:*|u=%s}" % user), {key: target})
+        self.assertEqual(cluster.keys("t5:*|{u=%s}" % user), {key: target})
         self.assertGreater(self.metric("rategate_redis_cluster_redirects_total", 1), 0, detail)
         # A fresh counter of the moved slot is created on its new master, with exact limits.
         self.assertEqual(self.statuses(gws[1], "/exact/x", 4, {"X-User-Id": fresh}), [200, 200, 200, 429],
                          "fresh user %s of slot %d\n%s" % (fresh, slot, self.diagnosis()))
-        self.assertEqual(cluster.keys("t5:*|u=%s}" % fresh), {user_key(exact_template, "probe-t5", fresh): target})
+        self.assertEqual(cluster.keys("t5:*|{u=%s}" % fresh), {user_key(exact_template, "probe-t5", fresh): target})
         slowest = max(d for _, d, _ in results)
         self.assertLess(slowest, 2.0 * SLOW, "a request took %.1fs; %s" % (slowest, detail))
         for i in range(2):

@@ -29,7 +29,7 @@ class ClusterHarnessTest(GatewayTest):
         self.assertEqual(len(cluster.nodes()), 6)
 
         # A layer key goes to its slot's master; another master redirects.
-        key = "rategate:{per-user~0a1b2c3d|u=alice}"
+        key = "rategate:per-user~0a1b2c3d|{u=alice}"
         slot = cluster.keyslot(key)
         master = cluster.master_of_slot(slot)
         other = next(p for p in topology if p != master)

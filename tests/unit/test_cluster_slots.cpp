@@ -113,16 +113,18 @@ TEST_CASE("key_slot: CRC16/XMODEM mod 16384 with hash tags, as redis-server comp
         {"{a}b", 15495},
         {"caf\xc3\xa9", 5735},
         {std::string("\xff\x00\x01", 3), 8002},
-        // Our layer keys: the prefix never matters, the tag is the limiter, shape and parts.
-        {"rategate:{per-user~0a1b2c3d|u=alice}", 868},
-        {"other-prefix:{per-user~0a1b2c3d|u=alice}", 868},
-        {"per-user~0a1b2c3d|u=alice", 868},
-        {"rategate:{per-user~0a1b2c3d|u=bob}", 8720},
-        {"rategate:{per-user~0a1b2c3d|u=alice|r=api}", 4482},
+        // Our layer keys: the prefix never matters; a scoped key's tag is its identity (every
+        // limiter of one user shares a slot), a global key's its limiter and shape.
+        {"rategate:per-user~0a1b2c3d|{u=alice}", 7908},
+        {"other-prefix:per-user~0a1b2c3d|{u=alice}", 7908},
+        {"rategate:per-burst~0a1b2c3d|{u=alice}", 7908},
+        {"u=alice", 7908},
+        {"rategate:per-user~0a1b2c3d|{u=bob}", 2373},
+        {"rategate:per-user~0a1b2c3d|{u=alice|r=api}", 6565},
         {"rategate:{global-api~9f8e7d6c}", 4499},
-        {"rategate:{per-ip~12345678|ip=2001%3Adb8%3A%3A1}", 1101},
-        {"rategate:{per-route~deadbeef|r=api}", 13028},
-        {"rategate:{hdr~cafebabe|h=abc%7Bdef%7D}", 12550},
+        {"rategate:per-ip~12345678|{ip=2001%3Adb8%3A%3A1}", 16083},
+        {"rategate:per-route~deadbeef|{r=api}", 5607},
+        {"rategate:hdr~cafebabe|{h=abc%7Bdef%7D}", 8692},
     };
     for (const auto& k : known) {
         INFO("key: ", k.key);
@@ -131,12 +133,13 @@ TEST_CASE("key_slot: CRC16/XMODEM mod 16384 with hash tags, as redis-server comp
     // The table's layer keys are the ones keys.cpp builds.
     using rategate::limiters::layer_key;
     CHECK(layer_key("rategate:", "per-user", "u=alice", "0a1b2c3d") ==
-          "rategate:{per-user~0a1b2c3d|u=alice}");
+          "rategate:per-user~0a1b2c3d|{u=alice}");
+    CHECK(layer_key("rategate:", "global-api", "", "9f8e7d6c") == "rategate:{global-api~9f8e7d6c}");
     CHECK(layer_key("rategate:", "hdr", "h=" + rategate::limiters::escape_key_part("abc{def}"),
-                    "cafebabe") == "rategate:{hdr~cafebabe|h=abc%7Bdef%7D}");
+                    "cafebabe") == "rategate:hdr~cafebabe|{h=abc%7Bdef%7D}");
     // A value with braces cannot move its key to another slot: escaping keeps them out.
     auto a = layer_key("p:", "l", "u=" + rategate::limiters::escape_key_part("}x{"), "00000000");
-    CHECK(key_slot(a) == key_slot("l~00000000|u=%7Dx%7B"));
+    CHECK(key_slot(a) == key_slot("u=%7Dx%7B"));
 }
 
 TEST_CASE("slot map from CLUSTER SLOTS: non-contiguous ranges, and the endpoint rules") {

@@ -342,4 +342,7 @@ TEST_CASE("redis.cluster: seed nodes, credentials beside, the over-limit cache o
               .find("needs exactly one of") != std::string::npos);
     CHECK(errors_of(with(R"("redis": { "cluster": { "nodes": ["x:1"] }, "db": 2 })"))
               .find("redis.db") != std::string::npos);
+    CHECK(errors_of(with(R"("redis": { "cluster": { "nodes": ["x:1"] }, "key_prefix": "a{b}:" })"))
+              .find("redis.key_prefix: must not hold '{' or '}'") != std::string::npos);
+    CHECK(errors_of(with(R"("redis": { "url": "redis://h:1", "key_prefix": "a{b}:" })")) == "");
 }
