@@ -497,8 +497,13 @@ void read_redis(const json& j, const std::string& path, checker& c, redis_config
     if (auto v = read_string(o.get("username"), o.path("username"), c)) out.username = *v;
     if (auto v = read_string(o.get("password"), o.path("password"), c)) out.password = *v;
     if (auto v =
-            read_int(o.get("connections_per_thread"), o.path("connections_per_thread"), c, 1, 64))
-        out.connections_per_thread = static_cast<int>(*v);
+            read_int(o.get("connections_per_thread"), o.path("connections_per_thread"), c, 1, 64)) {
+        if (cluster_j && *v != 1)
+            c.fail(o.path("connections_per_thread"),
+                   "must be 1 with \"cluster\": each event loop keeps one connection per master");
+        else
+            out.connections_per_thread = static_cast<int>(*v);
+    }
     if (auto v = read_millis(o.get("command_timeout"), o.path("command_timeout"), c))
         out.command_timeout = *v;
     if (auto v = read_string(o.get("key_prefix"), o.path("key_prefix"), c, true)) {

@@ -345,4 +345,8 @@ TEST_CASE("redis.cluster: seed nodes, credentials beside, the over-limit cache o
     CHECK(errors_of(with(R"("redis": { "cluster": { "nodes": ["x:1"] }, "key_prefix": "a{b}:" })"))
               .find("redis.key_prefix: must not hold '{' or '}'") != std::string::npos);
     CHECK(errors_of(with(R"("redis": { "url": "redis://h:1", "key_prefix": "a{b}:" })")) == "");
+    CHECK(errors_of(
+              with(R"("redis": { "cluster": { "nodes": ["x:1"] }, "connections_per_thread": 2 })"))
+              .find("redis.connections_per_thread: must be 1 with \"cluster\"") !=
+          std::string::npos);
 }
