@@ -4,7 +4,7 @@
 # Makes one cluster of the nodes, half of them masters sharing the 16384 slots and half replicas
 # (redis-cli --cluster create --cluster-replicas 1), unless the first node already belongs to a
 # cluster (a restarted stack: each node kept its nodes.conf); then waits until every node reports
-# cluster_state:ok.
+# cluster_state:ok and knows every node.
 set -eu
 [ $# -ge 6 ] || { echo "usage: $0 HOST:PORT... (six or more)" >&2; exit 2; }
 cli() { node=$1; shift; redis-cli -h "${node%:*}" -p "${node##*:}" "$@"; }
@@ -24,11 +24,15 @@ else
     # shellcheck disable=SC2086 # one word per node
     redis-cli --cluster create $addrs --cluster-replicas 1 --cluster-yes
 fi
+# Done when every node reports cluster_state:ok and knows every node (gossip spreads the last
+# ones a moment after the slots are ok).
 for node in "$@"; do
     tries=0
-    until cli "$node" cluster info | grep -q '^cluster_state:ok'; do
+    until info=$(cli "$node" cluster info | tr -d '\r') &&
+          echo "$info" | grep -q '^cluster_state:ok' &&
+          echo "$info" | grep -q "^cluster_known_nodes:$#\$"; do
         tries=$((tries + 1))
-        [ "$tries" -le 60 ] || { echo "$node: no cluster_state:ok within 30 s" >&2; exit 1; }
+        [ "$tries" -le 60 ] || { echo "$node: not ok and knowing all $# nodes within 30 s" >&2; exit 1; }
         sleep 0.5
     done
 done
