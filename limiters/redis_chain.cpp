@@ -11,11 +11,7 @@ std::string_view chain_script() {
 }
 
 std::string cross_slot_chain_script() {
-    auto prefix = embedded_script_source("lua/cluster/cross_slot.lua");
-    std::string out(prefix);
-    if (out.empty() || out.back() != '\n') out += '\n';
-    out += chain_script();
-    return out;
+    return prefixed_script("lua/cluster/cross_slot.lua", chain_script());
 }
 
 redis::connection_settings connection_settings_of(const config::redis_config& r) {

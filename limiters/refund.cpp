@@ -11,10 +11,7 @@ std::string_view refund_script() {
 }
 
 std::string cross_slot_refund_script() {
-    std::string out(embedded_script_source("lua/cluster/cross_slot_refund.lua"));
-    if (out.empty() || out.back() != '\n') out += '\n';
-    out += refund_script();
-    return out;
+    return prefixed_script("lua/cluster/cross_slot_refund.lua", refund_script());
 }
 
 refund_item refund_item_of(const layer_ref& layer, double cost, double consumed_at_us) {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/any_completion_handler.hpp>
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/as_tuple.hpp>
@@ -27,7 +28,6 @@ namespace net = boost::asio;
 
 chain_decision combine_parts(const std::vector<part_decision>& parts) {
     chain_decision out;
-    if (parts.size() == 1 && parts[0].positions->empty()) return parts[0].decision;
     auto position = [](const part_decision& p, int local) {
         return local < 0 ? -1 : (*p.positions)[static_cast<std::size_t>(local)];
     };
@@ -159,24 +159,23 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
 
     static void split_by_slot(pending& p) {
         const auto& refs = *p.refs;
-        std::uint16_t first = refs.empty() ? 0 : redis::key_slot(refs[0].key);
-        bool one = true;
-        for (std::size_t l = 1; l < refs.size() && one; ++l)
-            one = redis::key_slot(refs[l].key) == first;
-        if (one) {
+        thread_local std::vector<std::uint16_t> slots;  // each layer's, computed once
+        slots.clear();
+        for (const auto& r : refs)
+            slots.push_back(redis::key_slot(r.key));
+        if (std::all_of(slots.begin(), slots.end(), [&](auto s) { return s == slots[0]; })) {
             p.parts.resize(1);
-            p.parts[0].slot = first;
+            p.parts[0].slot = slots.empty() ? 0 : slots[0];
             p.parts[0].refs = p.refs;
             return;
         }
         for (std::size_t l = 0; l < refs.size(); ++l) {
-            auto slot = redis::key_slot(refs[l].key);
             part* into = nullptr;
             for (auto& q : p.parts)
-                if (q.slot == slot) into = &q;
+                if (q.slot == slots[l]) into = &q;
             if (!into) {
                 into = &p.parts.emplace_back();
-                into->slot = slot;
+                into->slot = slots[l];
             }
             into->own.push_back(refs[l]);
             into->positions.push_back(static_cast<int>(l));
@@ -419,7 +418,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
                 by_slot[r.slot].push_back(std::move(r));
         }
         for (auto& [slot, rs] : by_slot)
-            spawn_slot_refund(slot, rs);
+            spawn_slot_refund(slot, std::move(rs));
         for (auto& [master, rs] : by_master)
             for (std::size_t i = 0; i < rs.size(); i += 256) {
                 std::vector<queued_refund> chunk(
@@ -434,7 +433,13 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
             }
     }
 
-    void spawn_slot_refund(std::uint16_t slot, const std::vector<queued_refund>& rs) {
+    void spawn_slot_refund(std::uint16_t slot, std::vector<queued_refund> rs) {
+        net::co_spawn(ex, slot_refund(store, slot, std::move(rs)), net::detached);
+    }
+
+    // One slot's refunds in one call of the refund script (send_refund: with its retries).
+    static net::awaitable<void> slot_refund(redis::cluster& store, std::uint16_t slot,
+                                            std::vector<queued_refund> rs) {
         std::vector<refund_item> items;
         std::vector<std::string> keys;
         for (const auto& r : rs) {
@@ -443,8 +448,8 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         }
         ++store.counts().refunds;
         store.counts().refunded_layers += keys.size();
-        net::co_spawn(ex, send_refund(store, slot, std::move(keys), encode_refund_args(items)),
-                      net::detached);
+        auto args = encode_refund_args(items);
+        co_await send_refund(store, slot, std::move(keys), std::move(args));
     }
 
     // Refunds of one master in one call; when it certainly did not run (the map changed
@@ -469,17 +474,8 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
             std::unordered_map<std::uint16_t, std::vector<queued_refund>> by_slot;
             for (auto& q : rs)
                 by_slot[q.slot].push_back(std::move(q));
-            for (auto& [slot, qs] : by_slot) {
-                std::vector<refund_item> slot_items;
-                std::vector<std::string> keys;
-                for (const auto& q : qs) {
-                    keys.push_back(q.key);
-                    slot_items.push_back({q.key, q.algorithm, q.rules, q.cost, q.consumed_at});
-                }
-                ++store.counts().refunds;
-                store.counts().refunded_layers += keys.size();
-                co_await send_refund(store, slot, std::move(keys), encode_refund_args(slot_items));
-            }
+            for (auto& [slot, qs] : by_slot)
+                co_await slot_refund(store, slot, std::move(qs));
             co_return;
         }
         if (r.ec || r.value.is_error()) {
