@@ -75,16 +75,17 @@ local costs = unpack_all('d', 8, ARGV[3])
 local nreq = #ARGV[3] / 8
 local lay = unpack_all('H', 2, ARGV[4])
 
--- Which keys hold logs, which hold state strings.
-local is_log = {}
+-- Which keys hold logs, which hold state strings (SHAPE: how many numbers their state has).
+local is_log, SHAPE = {}, {}
 do
   local i = 1
   for r = 1, nreq do
     local nl = lay[i]
     if nl >= 0x8000 then nl = nl - 0x8000 end
     for l = 1, nl do
-      local ki, si = lay[i + 2 * l - 1], lay[i + 2 * l]
-      is_log[ki] = specs[si].algo == 2
+      local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
+      is_log[ki] = spec.algo == 2
+      if spec.algo ~= 2 then SHAPE[ki] = spec.total + 2 end
     end
     i = i + 1 + 2 * nl
   end
@@ -117,33 +118,36 @@ do
       S[ki], SN[ki], PH[ki] = false, 0, 0
       if v then
         local n = #v / 8
-        if n >= 3 and n == floor(n) then
+        if n == SHAPE[ki] then
           local f = FMT[n]
           if not f then
             f = string.rep('d', n)
             FMT[n] = f
           end
           local values = {unpack_struct(f, v)}
+          -- The physical expiry holds even when the state has logically expired: the key is
+          -- still there, so a write may keep its TTL.
+          PH[ki] = values[n - 1]
           -- The last number is the expiry on the limiter clock: expiry is logical, so
           -- decisions never depend on when Redis actually evicts the key.
-          if values[n] > now then
-            S[ki], SN[ki], PH[ki] = values, n, values[n - 1]
-          end
+          if values[n] > now then S[ki], SN[ki] = values, n end
         end
       end
     end
   end
 end
 
--- Per layer position of the current request: the verdict (reused, no table per decision).
-local VA, VR, VW, VT, VM, VS, VU, VL, VX = {}, {}, {}, {}, {}, {}, {}, {}, {}
+-- Per layer position of the current request, what its commit needs (reused, no table per
+-- decision): admitted, the state's life (µs), a log entry's time.
+local VA, VL, VX = {}, {}, {}
 local SCR = {}  -- scratch state tables; a committed one becomes the key's, the key's old one scratch
 
--- Decides one request of `cost` for the plain (non-log) layer at position l.
+-- Decides one request of `cost` for the plain (non-log) layer at position l. Returns
+-- allowed, reserved, wait, retry, remaining, reset, rule; the state's life goes to VL[l].
 local function eval_plain(spec, ki, cost, l)
   local total = spec.total
   local st = nil
-  if SN[ki] == total + 2 then st = S[ki] else PH[ki] = 0 end
+  if SN[ki] == total + 2 then st = S[ki] end
   local out = SCR[l]
   if not out then
     out = {}
@@ -177,7 +181,8 @@ local function eval_plain(spec, ki, cost, l)
     reserved = false
     if delay > 0 and retry <= delay then wait = retry else wait = 0 end
   end
-  VA[l], VR[l], VW[l], VT[l], VM[l], VS[l], VU[l], VL[l] = allowed, reserved, wait, retry, remaining, reset, rule, ttl
+  VL[l] = ttl
+  return allowed, reserved, wait, retry, remaining, reset, rule
 end
 
 local result = {}
@@ -215,39 +220,52 @@ end
 local i = 1
 for r = 1, nreq do
   local cost, nl = costs[r], lay[i]
-  if nl >= 0x8000 then nl = nl - 0x8000 end
+  local want_state = nl >= 0x8000
+  if want_state then nl = nl - 0x8000 end
+  -- One pass decides every layer and folds as it goes: the most restrictive rejecting
+  -- layer decides (the longest retry, first on ties); an admitted request's header layer is
+  -- the one with the fewest permits left (first on ties); shadow layers never count.
+  local allowed, decider, retry, all_wait, shadow_mask = true, -1, 0, true, 0
+  local rwait, dwait = 0, 0  -- the admitted request's reservation wait; the rejected one's
+  local dm, ds, du = 0, 0, 0  -- the decider's remaining, reset, rule
+  local header, best, bm, bs, bu = -1, huge, 0, 0, 0
   for l = 1, nl do
     local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
+    local a, res, w, rt, rem, rs, ru
     if spec.algo == 2 then
-      local a, w, rt, rem, rs, ru, t = log_eval(spec, LOG[ki], now, cost)
-      VA[l], VR[l], VW[l], VT[l], VM[l], VS[l], VU[l], VX[l] = a, false, w, rt, rem, rs, ru, t
+      local t
+      a, w, rt, rem, rs, ru, t = log_eval(spec, LOG[ki], now, cost)
+      res = false
+      VX[l] = t
       VL[l] = (t - now) + spec.longest + 1000
     else
-      eval_plain(spec, ki, cost, l)
+      a, res, w, rt, rem, rs, ru = eval_plain(spec, ki, cost, l)
     end
-  end
-  local allowed, decider, wait, retry, all_wait = true, -1, 0, 0, true
-  local shadow_mask = 0
-  local want_state = lay[i] >= 0x8000
-  for l = 1, nl do
-    if specs[lay[i + 2 * l]].shadow then
-      if not VA[l] then shadow_mask = shadow_mask + 2 ^ (l - 1) end
-    elseif not VA[l] then
-      -- The most restrictive rejecting layer decides: the longest retry, first on ties.
-      if allowed or VT[l] > retry then
-        decider = l - 1
-        retry = VT[l]
+    VA[l] = a
+    if spec.shadow then
+      if not a then shadow_mask = shadow_mask + 2 ^ (l - 1) end
+    else
+      if not a then
+        if allowed or rt > retry then
+          decider, retry, dm, ds, du = l - 1, rt, rem, rs, ru
+        end
+        allowed = false
+        if w > 0 then dwait = max(dwait, w) else all_wait = false end
+      elseif res then
+        rwait = max(rwait, w)
       end
-      allowed = false
-      if VW[l] > 0 then wait = max(wait, VW[l]) else all_wait = false end
+      if rem < best then
+        best, header, bm, bs, bu = rem, l - 1, rem, rs, ru
+      end
     end
   end
+  local wait, rem, rs, ru = 0, 0, 0, 0
   if allowed then
-    wait = 0
+    wait = rwait
+    if header >= 0 then rem, rs, ru = bm, bs, bu end
     for l = 1, nl do
       if VA[l] then
         local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
-        if not spec.shadow and VR[l] then wait = max(wait, VW[l]) end
         if spec.algo == 2 then
           log_append(LOG[ki], VX[l], cost, spec.longest)
         else
@@ -261,23 +279,11 @@ for r = 1, nreq do
         DT[ki] = VL[l]
       end
     end
-  elseif not all_wait then
-    wait = 0
-  end
-  local header = -1
-  if not allowed then
-    header = decider
   else
-    local best = huge
-    for l = 1, nl do
-      if not specs[lay[i + 2 * l]].shadow and VM[l] < best then
-        best = VM[l]
-        header = l - 1
-      end
-    end
+    header = decider
+    rem, rs, ru = dm, ds, du
+    if all_wait then wait = dwait end
   end
-  local rem, rs, ru = 0, 0, 0
-  if header >= 0 then rem, rs, ru = VM[header + 1], VS[header + 1], VU[header + 1] end
   local extra = ''
   if want_state and not allowed then
     local ki, spec = lay[i + 2 * decider + 1], specs[lay[i + 2 * decider + 2]]
