@@ -92,8 +92,8 @@ do
 end
 
 -- Load: one MGET for every state string, the newest entry of every log.
--- S[ki]: state numbers (false = none), SN[ki]: how many, PH[ki]: physical expiry (Redis µs).
-local S, SN, PH, LOG = {}, {}, {}, {}
+-- S[ki]: state numbers, SHAPE[ki] of them (false = none), PH[ki]: physical expiry (Redis µs).
+local S, PH, LOG = {}, {}, {}
 do
   local names, plain = {}, {}
   for ki = 1, #KEYS do
@@ -115,7 +115,7 @@ do
     end
     for j = 1, #plain do
       local ki, v = plain[j], raw[j]
-      S[ki], SN[ki], PH[ki] = false, 0, 0
+      S[ki], PH[ki] = false, 0
       if v then
         local n = #v / 8
         if n == SHAPE[ki] then
@@ -130,7 +130,7 @@ do
           PH[ki] = values[n - 1]
           -- The last number is the expiry on the limiter clock: expiry is logical, so
           -- decisions never depend on when Redis actually evicts the key.
-          if values[n] > now then S[ki], SN[ki] = values, n end
+          if values[n] > now then S[ki] = values end
         end
       end
     end
@@ -145,9 +145,7 @@ local SCR = {}  -- scratch state tables; a committed one becomes the key's, the 
 -- Decides one request of `cost` for the plain (non-log) layer at position l. Returns
 -- allowed, reserved, wait, retry, remaining, reset, rule; the state's life goes to VL[l].
 local function eval_plain(spec, ki, cost, l)
-  local total = spec.total
-  local st = nil
-  if SN[ki] == total + 2 then st = S[ki] end
+  local st = S[ki] or nil
   local out = SCR[l]
   if not out then
     out = {}
@@ -186,7 +184,7 @@ local function eval_plain(spec, ki, cost, l)
 end
 
 local result = {}
-local dirty, DT, EXP = {}, {}, {}  -- keys to write, in first-write order; their TTL and expiry
+local dirty, DT = {}, {}  -- keys to write, in first-write order; their state's life (µs from now)
 
 -- The state a rejecting layer decided on, for the gateway's over-limit cache: packed doubles,
 -- kind (0 = state numbers, 1 = log), the logical expiry on the limiter clock (0 = none), then
@@ -208,13 +206,15 @@ local function decider_state(spec, ki, now)
     return table.concat(out)
   end
   local st, total = S[ki], spec.total
-  if not st or SN[ki] ~= total + 2 then return '' end
+  if not st then return '' end
   local f = FMT[total]
   if not f then
     f = string.rep('d', total)
     FMT[total] = f
   end
-  return pack('dd', 0, EXP[ki] or st[total + 2]) .. pack(f, unpack(st, 1, total))
+  local expiry = st[total + 2]
+  if DT[ki] then expiry = now + DT[ki] end
+  return pack('dd', 0, expiry) .. pack(f, unpack(st, 1, total))
 end
 
 local i = 1
@@ -271,9 +271,8 @@ for r = 1, nreq do
         else
           -- The scratch table becomes the key's state; the old state table the scratch.
           local old = S[ki]
-          S[ki], SN[ki] = SCR[l], spec.total + 2
+          S[ki] = SCR[l]
           SCR[l] = old or nil
-          EXP[ki] = now + VL[l]
         end
         if not DT[ki] then dirty[#dirty + 1] = ki end
         DT[ki] = VL[l]
@@ -296,27 +295,29 @@ end
 
 -- Write: one SET per changed state (KEEPTTL while the key's TTL outlives the state), one
 -- trim and PEXPIRE per changed log.
+-- A TTL (ms) with slack, so that a busy key moves it rarely.
+local function ttl_ms(ttl) return ceil((ttl + max(ttl / 2, 1000000)) / 1000) end
 for j = 1, #dirty do
   local ki = dirty[j]
   local ttl = DT[ki]
-  -- A TTL (ms) with slack, so that a busy key moves it rarely.
-  local px = ceil((ttl + max(ttl / 2, 1000000)) / 1000)
   if LOG[ki] then
-    log_flush(LOG[ki], px)
+    log_flush(LOG[ki], ttl_ms(ttl))
   else
-    local st, n = S[ki], SN[ki]
-    st[n] = EXP[ki]
+    local st, n = S[ki], SHAPE[ki]
+    st[n] = now + ttl
     local f = FMT[n]
     if not f then
       f = string.rep('d', n)
       FMT[n] = f
     end
     -- 5 ms of margin for Redis' millisecond expiry and the script's own run time.
-    if PH[ki] > 0 and rnow + ttl + 5000 <= PH[ki] then
-      st[n - 1] = PH[ki]
+    local ph = PH[ki]
+    if ph > 0 and rnow + ttl + 5000 <= ph then
+      st[n - 1] = ph
       redis.call('SET', KEYS[ki], pack(f, unpack(st, 1, n)), 'KEEPTTL')
     else
       -- New, or its TTL must move.
+      local px = ttl_ms(ttl)
       st[n - 1] = rnow + px * 1000
       redis.call('SET', KEYS[ki], pack(f, unpack(st, 1, n)), 'PX', px)
     end
