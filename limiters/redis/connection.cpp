@@ -93,7 +93,33 @@ struct connection::impl : std::enable_shared_from_this<impl> {
     std::vector<char> read_buffer = std::vector<char>(64 * 1024);
     std::minstd_rand rng{std::random_device{}()};
 
-    void wake_writer() { wake.cancel(); }
+    std::string carry;           ///< what the socket did not take of a direct write
+    bool writer_parked = false;  ///< the writer sleeps on `wake`, with no write of its own
+
+    // New commands to write. On an idle connection (the writer asleep, nothing in flight) they
+    // are written here, on the caller's stack (a non-blocking send): waking the writer first
+    // would put a trip through the event loop's queue, behind every handler already in it,
+    // between a call and its bytes. Otherwise the writer takes them, so that the commands of
+    // one event-loop turn go out together (pipelining). What the socket does not take of a
+    // direct write (or an error) is left to the writer.
+    void wake_writer() {
+        if (writer_parked && carry.empty() && state == phase::ready && mux.in_flight() == 0 &&
+            mux.has_waiting()) {
+            boost::system::error_code ec;
+            if (!socket.non_blocking()) socket.non_blocking(true, ec);
+            if (!ec) {
+                auto out = mux.prepare_write();
+                std::size_t n = socket.write_some(net::buffer(out), ec);
+                if (!ec && n == out.size()) {
+                    last_write = clock::now();
+                    mux.commit_write(last_write);
+                    return;
+                }
+                carry.assign(out.substr(ec ? 0 : n));
+            }
+        }
+        wake.cancel();
+    }
 
     // Ends the socket and completes every pending request (calls, handshake steps, probes)
     // once, with `ec`. The parser starts fresh for the next connection.
@@ -392,7 +418,10 @@ struct connection::impl : std::enable_shared_from_this<impl> {
                 last_error.clear();
                 backoff = settings.backoff_min;
                 last_write = clock::now();
+                carry.clear();
+                writer_parked = false;
                 co_await (reader() || writer() || watchdog());
+                writer_parked = false;
                 ec = make_error_code(client_error::connection_lost);
             }
             bool ending = state == phase::draining || state == phase::closed;
@@ -565,9 +594,11 @@ struct connection::impl : std::enable_shared_from_this<impl> {
 
     net::awaitable<void> writer() {
         for (;;) {
-            while (mux.has_waiting()) {
-                auto out = mux.prepare_write();
+            while (!carry.empty() || mux.has_waiting()) {
+                // The rest of a direct write first (its commands are staged already).
+                auto out = carry.empty() ? mux.prepare_write() : std::string_view(carry);
                 auto [ec, n] = co_await net::async_write(socket, net::buffer(out), use_nothrow);
+                carry.clear();
                 if (ec) {
                     if (ec != net::error::operation_aborted && state == phase::ready)
                         last_error = "Redis write failed: " + ec.message();
@@ -577,7 +608,9 @@ struct connection::impl : std::enable_shared_from_this<impl> {
                 mux.commit_write(last_write);
             }
             wake.expires_at(clock::time_point::max());
+            writer_parked = true;
             co_await wake.async_wait(use_nothrow);
+            writer_parked = false;
             if (state == phase::closed) co_return;
         }
     }

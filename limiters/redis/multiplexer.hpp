@@ -113,6 +113,8 @@ class multiplexer {
     std::string take_unavailable() { return std::exchange(unavailable_, std::string()); }
 
     std::size_t pending() const { return waiting_.size() + in_flight_.size(); }
+    /// Commands written (or being written) and not yet answered.
+    std::size_t in_flight() const { return in_flight_.size(); }
     /// When the oldest written and unanswered command was written.
     std::optional<clock::time_point> oldest_written() const;
 
