@@ -138,14 +138,14 @@ do
 end
 
 -- Per layer position of the current request, what its commit needs (reused, no table per
--- decision): admitted, the state's life (µs), a log entry's time.
-local VA, VL, VX = {}, {}, {}
+-- decision): admitted, the state's life (µs), a log entry's time, the key index, the spec.
+local VA, VL, VX, VK, VP = {}, {}, {}, {}, {}
 local SCR = {}  -- scratch state tables; a committed one becomes the key's, the key's old one scratch
 
 -- Decides one request of `cost` for the plain (non-log) layer at position l. Returns
 -- allowed, reserved, wait, retry, remaining, reset, rule; the state's life goes to VL[l].
 local function eval_plain(spec, ki, cost, l)
-  local st = S[ki] or nil
+  local st = S[ki]  -- false: no state
   local out = SCR[l]
   if not out then
     out = {}
@@ -241,7 +241,7 @@ for r = 1, nreq do
     else
       a, res, w, rt, rem, rs, ru = eval_plain(spec, ki, cost, l)
     end
-    VA[l] = a
+    VA[l], VK[l], VP[l] = a, ki, spec
     if spec.shadow then
       if not a then shadow_mask = shadow_mask + 2 ^ (l - 1) end
     else
@@ -265,7 +265,7 @@ for r = 1, nreq do
     if header >= 0 then rem, rs, ru = bm, bs, bu end
     for l = 1, nl do
       if VA[l] then
-        local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
+        local ki, spec = VK[l], VP[l]
         if spec.algo == 2 then
           log_append(LOG[ki], VX[l], cost, spec.longest)
         else
