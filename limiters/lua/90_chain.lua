@@ -158,10 +158,10 @@ local function eval_plain(spec, ki, cost, l)
   for r = 1, #rules do
     local ok, res, w, rt, rem, rs, tl = fn(rules[r], st, off, now, cost, delay, out)
     off = off + sizes[r]
-    ttl = max(ttl, tl)
+    if tl > ttl then ttl = tl end  -- max(ttl, tl) without a C call
     if ok and res then
       reserved = true
-      wait = max(wait, w)
+      if w > wait then wait = w end
     end
     -- fold(): the rejecting rule with the longest retry, else the fewest permits left.
     if not ok then
@@ -250,9 +250,13 @@ for r = 1, nreq do
           decider, retry, dm, ds, du = l - 1, rt, rem, rs, ru
         end
         allowed = false
-        if w > 0 then dwait = max(dwait, w) else all_wait = false end
+        if w > 0 then
+          if w > dwait then dwait = w end
+        else
+          all_wait = false
+        end
       elseif res then
-        rwait = max(rwait, w)
+        if w > rwait then rwait = w end
       end
       if rem < best then
         best, header, bm, bs, bu = rem, l - 1, rem, rs, ru
