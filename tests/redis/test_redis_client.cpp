@@ -200,6 +200,35 @@ TEST_CASE("1,000 concurrent execs go out in far fewer writes than commands") {
     CHECK(server.cli("GET counter") == "1000");
 }
 
+TEST_CASE("a call on an idle connection is written at once, not after a trip through the loop") {
+    redis_server server;
+    net::io_context ioc;
+    connection c(ioc.get_executor(), settings_for(server));
+    c.start();
+    run(ioc, [&]() -> net::awaitable<void> {
+        REQUIRE(co_await wait_connected(c));
+        for (int i = 0; i < 3; ++i) {
+            auto before = c.stats().writes;
+            // Started from this coroutine, the call runs inline up to its first wait: its bytes
+            // must be on the socket by then, with no other handler run in between.
+            auto reply = net::co_spawn(ioc, c.exec(command("PING")), net::use_future);
+            CHECK(c.stats().writes == before + 1);
+            while (reply.wait_for(0s) != std::future_status::ready)
+                co_await sleep_for(1ms);
+            CHECK(reply.get().value.str == "PONG");
+        }
+        // A second call while the first is unanswered waits for the writer (one write for
+        // every command of a loop turn): both still get their replies.
+        auto first = net::co_spawn(ioc, c.exec(command("PING")), net::use_future);
+        auto second = net::co_spawn(ioc, c.exec(command("ECHO", "x")), net::use_future);
+        while (first.wait_for(0s) != std::future_status::ready ||
+               second.wait_for(0s) != std::future_status::ready)
+            co_await sleep_for(1ms);
+        CHECK(first.get().value.str == "PONG");
+        CHECK(second.get().value.str == "x");
+    }());
+}
+
 TEST_CASE("scripts are loaded on connect and NOSCRIPT is recovered transparently") {
     redis_server server;
     net::io_context ioc;
