@@ -5,8 +5,11 @@ A[6] = function(p, st, off, now, cost, delay, out)
   local interval = period / rate
   local tat, last = now, now
   if st then tat, last = st[off + 1], st[off + 2] end
-  local t = max(now, last)
-  local base = max(tat, t)
+  -- Comparisons in place of math.max (the same results, no C call on the hot path).
+  local t = now
+  if last > now then t = last end
+  local base = tat
+  if t > tat then base = t end
   local new_tat = base + cost * interval
   local allow_at = new_tat - burst * interval
   local ok, reserved, wait, retry, kept = false, false, 0, 0, base
@@ -25,5 +28,7 @@ A[6] = function(p, st, off, now, cost, delay, out)
   out[off + 1] = kept
   out[off + 2] = t
   local reset = ceil(kept - t)
-  return ok, reserved, wait, retry, max(0, floor((burst * interval - (kept - t)) / interval)), reset, (t - now) + (reset + 1000)
+  local remaining = floor((burst * interval - (kept - t)) / interval)
+  if not (remaining > 0) then remaining = 0 end
+  return ok, reserved, wait, retry, remaining, reset, (t - now) + (reset + 1000)
 end
