@@ -119,18 +119,20 @@ do
       if v then
         local n = #v / 8
         if n == SHAPE[ki] then
-          local f = FMT[n]
-          if not f then
-            f = string.rep('d', n)
-            FMT[n] = f
+          -- The last two numbers: the physical expiry, which holds even when the state has
+          -- logically expired (the key is still there, so a write may keep its TTL), and the
+          -- expiry on the limiter clock: expiry is logical, so decisions never depend on when
+          -- Redis actually evicts the key. Only a live state is unpacked whole.
+          local physical, logical = unpack_struct('dd', v, (n - 2) * 8 + 1)
+          PH[ki] = physical
+          if logical > now then
+            local f = FMT[n]
+            if not f then
+              f = string.rep('d', n)
+              FMT[n] = f
+            end
+            S[ki] = {unpack_struct(f, v)}
           end
-          local values = {unpack_struct(f, v)}
-          -- The physical expiry holds even when the state has logically expired: the key is
-          -- still there, so a write may keep its TTL.
-          PH[ki] = values[n - 1]
-          -- The last number is the expiry on the limiter clock: expiry is logical, so
-          -- decisions never depend on when Redis actually evicts the key.
-          if values[n] > now then S[ki] = values end
         end
       end
     end
