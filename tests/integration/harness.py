@@ -569,21 +569,51 @@ class ClusterSet:
             raise
 
     def _start(self, count, replicas_per_master, timeout):
-        for _ in range(count):
-            port = free_port()
+        taken = set()
+
+        def fresh_port():
+            # Distinct ports for every node and bus: free_port() may hand out one twice.
+            while True:
+                port = free_port()
+                if port not in taken:
+                    taken.add(port)
+                    return port
+
+        def node():
+            port = fresh_port()
             # The cluster bus listens on its own free port (--cluster-port; by default it is
             # port + 10000, which may be taken or above 65535). --dir: a replica's synced RDB lands
             # in the temp dir. No 5 s wait before a diskless full sync: replicas sync at once.
-            proc = Process(["redis-server", "--port", str(port), "--cluster-port", str(free_port()),
+            proc = Process(["redis-server", "--port", str(port), "--cluster-port", str(fresh_port()),
                             "--bind", "127.0.0.1", "--daemonize", "no", "--cluster-enabled", "yes",
                             "--cluster-config-file", os.path.join(self.dir, "nodes-%d.conf" % port),
                             "--cluster-node-timeout", str(self.node_timeout_ms), "--save", "", "--appendonly", "no",
                             "--dir", self.dir, "--repl-diskless-sync-delay", "0", "--logfile", ""],
                            "redis-cluster")
             proc.port = port
-            self.procs[port] = self._track(proc)
-        for port, proc in self.procs.items():
-            wait_port(port, proc=proc.proc)
+            return proc
+
+        order = []
+        for _ in range(count):
+            proc = self._track(node())
+            self.procs[proc.port] = proc  # every started node is stopped by stop()
+            order.append(proc)
+        for i, proc in enumerate(order):
+            # A port taken between free_port() and the bind (another process's ephemeral port)
+            # makes the node exit: it starts again on fresh ports, twice at most.
+            for attempt in range(3):
+                try:
+                    wait_port(proc.port, proc=proc.proc)
+                    break
+                except RuntimeError:
+                    if attempt == 2:
+                        raise RuntimeError("redis-server (cluster node) did not start:\n" + proc.output())
+                    del self.procs[proc.port]
+                    proc.stop()
+                    proc = self._track(node())
+                    self.procs[proc.port] = proc
+                    order[i] = proc
+        self.procs = {proc.port: proc for proc in order}  # creation order: the first ones are masters
         # --cluster create spreads the slots evenly over the first count / (1 + replicas) nodes,
         # makes the others replicas, and waits for the configuration to propagate.
         create = subprocess.run(["redis-cli", "--cluster", "create"] + ["127.0.0.1:%d" % p for p in self.procs] +
