@@ -230,6 +230,28 @@ TEST_CASE("a call on an idle connection is written at once, not after a trip thr
             co_await sleep_for(1ms);
         CHECK(first.get().value.str == "PONG");
         CHECK(second.get().value.str == "x");
+        // A call larger than the socket takes at once: the direct write sends what it can and
+        // the writer the rest; then the connection is idle again and direct writes resume.
+        std::string big(16 * 1024 * 1024, 'v');
+        auto before = c.stats().writes;
+        auto set = net::co_spawn(ioc, c.exec(command("SET", "big", big)), net::use_future);
+        auto get = net::co_spawn(ioc, c.exec(command("STRLEN", "big")), net::use_future);
+        while (set.wait_for(0s) != std::future_status::ready ||
+               get.wait_for(0s) != std::future_status::ready)
+            co_await sleep_for(1ms);
+        CHECK(set.get().value.str == "OK");
+        CHECK(get.get().value.integer == static_cast<long long>(big.size()));
+        // The writer counts its writes (the rest of SET, then STRLEN) when they complete, which
+        // may come after the replies; it sleeps again right after the last one.
+        for (int i = 0; i < 2000 && c.stats().writes < before + 2; ++i)
+            co_await sleep_for(1ms);
+        CHECK(c.stats().writes == before + 2);
+        auto idle = c.stats().writes;
+        auto ping = net::co_spawn(ioc, c.exec(command("PING")), net::use_future);
+        CHECK(c.stats().writes == idle + 1);
+        while (ping.wait_for(0s) != std::future_status::ready)
+            co_await sleep_for(1ms);
+        CHECK(ping.get().value.str == "PONG");
     }());
 }
 
