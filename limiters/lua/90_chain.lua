@@ -75,8 +75,8 @@ local costs = unpack_all('d', 8, ARGV[3])
 local nreq = #ARGV[3] / 8
 local lay = unpack_all('H', 2, ARGV[4])
 
--- Which keys hold logs, which hold state strings (SHAPE: how many numbers their state has).
-local is_log, SHAPE = {}, {}
+-- SHAPE[ki]: 0 for a key holding a log, else how many numbers its state string has.
+local SHAPE = {}
 do
   local i = 1
   for r = 1, nreq do
@@ -84,8 +84,7 @@ do
     if nl >= 0x8000 then nl = nl - 0x8000 end
     for l = 1, nl do
       local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
-      is_log[ki] = spec.algo == 2
-      if spec.algo ~= 2 then SHAPE[ki] = spec.total + 2 end
+      if spec.algo == 2 then SHAPE[ki] = 0 else SHAPE[ki] = spec.total + 2 end
     end
     i = i + 1 + 2 * nl
   end
@@ -97,9 +96,9 @@ local S, PH, LOG = {}, {}, {}
 do
   local names, plain = {}, {}
   for ki = 1, #KEYS do
-    if is_log[ki] then
+    if SHAPE[ki] == 0 then
       LOG[ki] = log_load(KEYS[ki])
-    elseif is_log[ki] == false then
+    elseif SHAPE[ki] then
       plain[#plain + 1] = ki
       names[#names + 1] = KEYS[ki]
     end

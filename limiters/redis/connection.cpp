@@ -419,9 +419,8 @@ struct connection::impl : std::enable_shared_from_this<impl> {
                 backoff = settings.backoff_min;
                 last_write = clock::now();
                 carry.clear();
-                writer_parked = false;
                 co_await (reader() || writer() || watchdog());
-                writer_parked = false;
+                writer_parked = false;  // however the writer ended
                 ec = make_error_code(client_error::connection_lost);
             }
             bool ending = state == phase::draining || state == phase::closed;

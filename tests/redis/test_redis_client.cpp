@@ -145,6 +145,13 @@ void expect_recovery(net::io_context& ioc, connection& c) {
     CHECK(up.ok == 500);
 }
 
+// Polls the loop until every future is ready.
+template <class... Futures>
+net::awaitable<void> until_ready(Futures&... f) {
+    while (((f.wait_for(0s) != std::future_status::ready) || ...))
+        co_await sleep_for(1ms);
+}
+
 }  // namespace
 
 TEST_CASE("exec returns replies, and an error reply is data") {
@@ -217,17 +224,14 @@ TEST_CASE("a call on an idle connection is written at once, not after a trip thr
             // must be on the socket by then, with no other handler run in between.
             auto reply = net::co_spawn(ioc, c.exec(command("PING")), net::use_future);
             CHECK(c.stats().writes == before + 1);
-            while (reply.wait_for(0s) != std::future_status::ready)
-                co_await sleep_for(1ms);
+            co_await until_ready(reply);
             CHECK(reply.get().value.str == "PONG");
         }
         // A second call while the first is unanswered waits for the writer (one write for
         // every command of a loop turn): both still get their replies.
         auto first = net::co_spawn(ioc, c.exec(command("PING")), net::use_future);
         auto second = net::co_spawn(ioc, c.exec(command("ECHO", "x")), net::use_future);
-        while (first.wait_for(0s) != std::future_status::ready ||
-               second.wait_for(0s) != std::future_status::ready)
-            co_await sleep_for(1ms);
+        co_await until_ready(first, second);
         CHECK(first.get().value.str == "PONG");
         CHECK(second.get().value.str == "x");
         // A call larger than the socket takes at once: the direct write sends what it can and
@@ -236,9 +240,7 @@ TEST_CASE("a call on an idle connection is written at once, not after a trip thr
         auto before = c.stats().writes;
         auto set = net::co_spawn(ioc, c.exec(command("SET", "big", big)), net::use_future);
         auto get = net::co_spawn(ioc, c.exec(command("STRLEN", "big")), net::use_future);
-        while (set.wait_for(0s) != std::future_status::ready ||
-               get.wait_for(0s) != std::future_status::ready)
-            co_await sleep_for(1ms);
+        co_await until_ready(set, get);
         CHECK(set.get().value.str == "OK");
         CHECK(get.get().value.integer == static_cast<long long>(big.size()));
         // The writer counts its writes (the rest of SET, then STRLEN) when they complete, which
@@ -249,8 +251,7 @@ TEST_CASE("a call on an idle connection is written at once, not after a trip thr
         auto idle = c.stats().writes;
         auto ping = net::co_spawn(ioc, c.exec(command("PING")), net::use_future);
         CHECK(c.stats().writes == idle + 1);
-        while (ping.wait_for(0s) != std::future_status::ready)
-            co_await sleep_for(1ms);
+        co_await until_ready(ping);
         CHECK(ping.get().value.str == "PONG");
     }());
 }
