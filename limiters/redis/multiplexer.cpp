@@ -159,6 +159,7 @@ std::size_t multiplexer::expire(clock::time_point now) {
 std::string_view multiplexer::prepare_write() {
     write_buffer_.clear();
     staged_ = 0;
+    write_commands_ = 0;
     while (!waiting_.empty()) {
         auto& e = waiting_.front();
         write_buffer_ += e.payload;
@@ -167,13 +168,18 @@ std::string_view multiplexer::prepare_write() {
         waiting_.pop_front();
         ++staged_;
     }
+    write_commands_ = staged_;
     return write_buffer_;
 }
 
 void multiplexer::commit_write(clock::time_point now) {
+    // Counted from the write itself: replies read before this completion ran may have retired
+    // some (or all) of its entries already.
+    if (write_commands_ > 0) {
+        ++writes_;
+        commands_written_ += std::exchange(write_commands_, 0);
+    }
     if (staged_ == 0) return;
-    ++writes_;
-    commands_written_ += staged_;
     // The staged entries are the newest in flight, unless replies already retired some.
     auto n = std::min(staged_, in_flight_.size());
     for (auto it = in_flight_.end() - static_cast<std::ptrdiff_t>(n); it != in_flight_.end();
@@ -222,6 +228,7 @@ void multiplexer::fail_all(std::error_code ec) {
     in_flight_.clear();
     waiting_.clear();
     staged_ = 0;
+    write_commands_ = 0;
     reset_reader();
     for (auto* d : {&in_flight, &waiting})
         for (auto& e : *d)

@@ -137,7 +137,8 @@ class multiplexer {
     std::deque<entry> waiting_;
     std::deque<entry> in_flight_;
     std::string write_buffer_;
-    std::size_t staged_ = 0;  ///< entries at the back of in_flight_ in the current write
+    std::size_t staged_ = 0;          ///< entries at the back of in_flight_ in the current write
+    std::size_t write_commands_ = 0;  ///< commands in the current write (for the counters)
     handle next_ = 1;
     redisReader* reader_ = nullptr;
     std::uint64_t writes_ = 0;

@@ -39,6 +39,36 @@ TEST_CASE("waiting commands are coalesced into one write") {
     CHECK(m.pending() == 3);
 }
 
+TEST_CASE("a write is counted even when every reply came before its completion ran") {
+    // The event loop may run the reader's completion first: the replies retire the staged
+    // entries, and the write's commit must still count the write and all its commands.
+    multiplexer m;
+    auto a = std::make_shared<sink>();
+    auto b = std::make_shared<sink>();
+    m.push(encode_command({"PING"}), a);
+    m.push(encode_command({"PING"}), b);
+    m.prepare_write();
+    std::string wire = "+PONG\r\n+PONG\r\n";
+    REQUIRE_FALSE(m.consume(wire.data(), wire.size()));
+    CHECK(a->got.size() == 1);
+    CHECK(b->got.size() == 1);
+    CHECK(m.pending() == 0);
+    m.commit_write(now());
+    CHECK(m.writes() == 1);
+    CHECK(m.commands_written() == 2);
+    // One reply early, one after: the commit marks the one left and counts both.
+    auto c = std::make_shared<sink>();
+    auto d = std::make_shared<sink>();
+    m.push(encode_command({"PING"}), c);
+    m.push(encode_command({"PING"}), d);
+    m.prepare_write();
+    REQUIRE_FALSE(m.consume("+PONG\r\n", 7));
+    m.commit_write(now());
+    CHECK(m.writes() == 2);
+    CHECK(m.commands_written() == 4);
+    CHECK(m.oldest_written().has_value());
+}
+
 TEST_CASE("replies complete requests in FIFO order, fed one byte at a time") {
     multiplexer m;
     auto a = std::make_shared<sink>();
