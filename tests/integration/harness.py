@@ -631,6 +631,20 @@ class ClusterSet:
         error)."""
         return redis_cli(port, args, json_out=json_out)
 
+    def cli_session(self, port, *commands):
+        """Sends `commands` (each a list of arguments) to `port` over one connection; returns
+        the answers' output lines (None when the node does not answer). WAIT needs this: it
+        waits for the replicas to acknowledge the writes of its own connection only."""
+        text = "".join(" ".join('"%s"' % a for a in cmd) + "\n" for cmd in commands)
+        try:
+            r = subprocess.run(["redis-cli", "-p", str(port)], input=text, capture_output=True, text=True,
+                               timeout=10)
+        except subprocess.TimeoutExpired:
+            return None
+        if r.returncode != 0 or "Could not connect" in r.stdout:
+            return None
+        return r.stdout.splitlines()
+
     def info(self, port):
         """CLUSTER INFO as a dict (empty when the node does not answer)."""
         out = self.cli(port, "CLUSTER", "INFO") or ""

@@ -34,9 +34,9 @@ class ClusterHarnessTest(GatewayTest):
         master = cluster.master_of_slot(slot)
         other = next(p for p in topology if p != master)
         self.assertEqual(cluster.cli(other, "SET", key, "7"), "MOVED %d 127.0.0.1:%d" % (slot, master))
-        self.assertEqual(cluster.cli(master, "SET", key, "7"), "OK")
-        # The replica has it before the master dies (WAIT numreplicas timeout-ms).
-        self.assertEqual(cluster.cli(master, "WAIT", "1", "5000"), "1")
+        # The replica has it before the master dies: WAIT numreplicas timeout-ms, on the
+        # connection that wrote (on another one it would wait for nothing).
+        self.assertEqual(cluster.cli_session(master, ["SET", key, "7"], ["WAIT", "1", "5000"]), ["OK", "1"])
 
         # SIGKILL the master: its replica is elected, serves the slot, and has the value.
         replica = topology[master]["replicas"][0]
