@@ -159,7 +159,6 @@ std::size_t multiplexer::expire(clock::time_point now) {
 std::string_view multiplexer::prepare_write() {
     write_buffer_.clear();
     staged_ = 0;
-    write_commands_ = 0;
     while (!waiting_.empty()) {
         auto& e = waiting_.front();
         write_buffer_ += e.payload;

@@ -310,17 +310,19 @@ class RedisServer(Process):
                               timeout=10).stdout.strip()
 
 
-def redis_cli(port, args, password=None, json_out=False, error_is_none=False):
-    """redis-cli's output for one command to 127.0.0.1:`port` (parsed with json_out, RESP2).
-    None when nothing answers within 5 s, when `json_out` output does not parse, and with
-    `error_is_none` when the server answers with an error."""
+def redis_cli(port, args, password=None, json_out=False, error_is_none=False, stdin=None):
+    """redis-cli's output for one command to 127.0.0.1:`port` (parsed with json_out, RESP2), or
+    for the commands on `stdin` (one per line, one connection). None when nothing answers
+    within 5 s, when `json_out` output does not parse, and with `error_is_none` when the server
+    answers with an error."""
     cmd = ["redis-cli", "-p", str(port)]
     if password:
         cmd += ["-a", password, "--no-auth-warning"]
     if json_out:
         cmd += ["-2", "--json"]
     try:
-        r = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=5)
+        r = subprocess.run(cmd + [str(a) for a in args], input=stdin, capture_output=True, text=True,
+                           timeout=5)
     except subprocess.TimeoutExpired:
         return None
     out = r.stdout.strip()
@@ -636,14 +638,8 @@ class ClusterSet:
         the answers' output lines (None when the node does not answer). WAIT needs this: it
         waits for the replicas to acknowledge the writes of its own connection only."""
         text = "".join(" ".join('"%s"' % a for a in cmd) + "\n" for cmd in commands)
-        try:
-            r = subprocess.run(["redis-cli", "-p", str(port)], input=text, capture_output=True, text=True,
-                               timeout=10)
-        except subprocess.TimeoutExpired:
-            return None
-        if r.returncode != 0 or "Could not connect" in r.stdout:
-            return None
-        return r.stdout.splitlines()
+        out = redis_cli(port, [], stdin=text)
+        return None if out is None else out.splitlines()
 
     def info(self, port):
         """CLUSTER INFO as a dict (empty when the node does not answer)."""
