@@ -49,14 +49,6 @@ bool valid_slot(std::int64_t s) {
     return s >= 0 && s < slot_count;
 }
 
-// As sentinel.cpp: something a resolver could take, not a line break or a space.
-bool usable_host(std::string_view h) {
-    if (h.empty() || h.size() > 255) return false;
-    for (char c : h)
-        if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return false;
-    return true;
-}
-
 // Where a node's reply says it is. `known` is false for "?" (CLUSTER SLOTS page: an unknown
 // node, not the one asked).
 struct located {

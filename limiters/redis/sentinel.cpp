@@ -14,13 +14,14 @@ std::optional<std::uint16_t> port_of(std::string_view s) {
     return static_cast<std::uint16_t>(v);
 }
 
+}  // namespace
+
 bool usable_host(std::string_view h) {
-    if (h.empty() || h.size() > 255) return false;
+    if (h.empty() || h.size() > 255 || h == "?") return false;
     for (char c : h)
-        if (c <= ' ' || c == 0x7f) return false;
+        if (static_cast<unsigned char>(c) <= ' ' || c == 0x7f) return false;
     return true;
 }
-}  // namespace
 
 std::optional<endpoint> parse_master_addr(const reply& r) {
     if (r.type != reply::kind::array || r.elements.size() != 2) return std::nullopt;

@@ -21,6 +21,11 @@ struct endpoint {
     bool operator==(const endpoint&) const = default;
 };
 
+/// True for a host a resolver could take: 1 to 255 bytes, none a space, a control character or
+/// DEL, and not "?" (the unknown endpoint of Redis' replies). The one test of a host read from
+/// a Sentinel or Cluster reply.
+bool usable_host(std::string_view h);
+
 /// The reply to `SENTINEL get-master-addr-by-name NAME`: a two-element array (host, port), or
 /// nil when the sentinel does not know the master. nullopt for nil, an error or anything else.
 std::optional<endpoint> parse_master_addr(const reply& r);

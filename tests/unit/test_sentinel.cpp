@@ -28,6 +28,7 @@ TEST_CASE("get-master-addr-by-name: an address, or nothing usable") {
         {array({bulk(""), bulk("6379")}), "empty host"},
         {array({bulk("a b"), bulk("6379")}), "host with a space"},
         {array({bulk("a\r\nb"), bulk("6379")}), "host with a line break"},
+        {array({bulk("?"), bulk("6379")}), "host \"?\": Redis' unknown endpoint"},
     };
     for (const auto& c : refused) {
         INFO(c.why);
@@ -45,6 +46,7 @@ TEST_CASE("+switch-master: only our master's event moves the connection") {
     CHECK_FALSE(parse_switch_master(msg("mymaster 127.0.0.1 6379 127.0.0.1"), "mymaster"));
     CHECK_FALSE(parse_switch_master(msg("mymaster 127.0.0.1 6379 127.0.0.1 0"), "mymaster"));
     CHECK_FALSE(parse_switch_master(msg("mymasterX 127.0.0.1 6379 127.0.0.1 6380"), "mymaster"));
+    CHECK_FALSE(parse_switch_master(msg("mymaster 127.0.0.1 6379 ? 6380"), "mymaster"));
     // The subscription's confirmation and other channels are not events.
     CHECK_FALSE(parse_switch_master(array({bulk("subscribe"), bulk("+switch-master"), reply{}}),
                                     "mymaster"));
