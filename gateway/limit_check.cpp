@@ -150,7 +150,7 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
         bool decided = false;
         if (shared_ &&
             !(route.on_redis_error == config::redis_error_policy::local && !redis_ready())) {
-            auto a = co_await shared_->decide(keys.refs, cost, cacheable);
+            auto a = co_await shared_->decide(keys.refs, cost, clock_, cacheable);
             if (!a.ec) {
                 d = a.decision;
                 decided = true;
@@ -171,7 +171,7 @@ net::awaitable<limit_outcome> limit_checker::decide(std::size_t route_index,
                 out.used_local = true;
                 out.redis_failed = true;
             }
-            d = local_.decide_now(keys.refs, cost);
+            d = local_.decide_now(keys.refs, cost, clock_.now_us());
         }
         out.decision = d;
         out.header =

@@ -69,6 +69,7 @@ class limit_checker {
     const limiters::policy& policy_;
     limiters::local_backend local_;
     limiters::backend* shared_;
+    limiters::wall_clock clock_;        ///< the limiter clock of the request path
     limiters::over_limit_cache cache_;  ///< exact answers to known rejections, this loop only
     std::uint64_t cache_epoch_ = 0;     ///< the backend's epoch the cache's entries are from
     boost::asio::awaitable<limit_outcome> decide(std::size_t route_index,

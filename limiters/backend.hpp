@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "limiters/chain.hpp"
+#include "limiters/clock.hpp"
 #include "limiters/local_store.hpp"
 
 namespace rategate::limiters {
@@ -25,11 +26,13 @@ class backend {
 
     virtual ~backend() = default;
 
-    /// Decides one request of `cost` permits over `refs` (chain order), all or nothing.
-    /// `want_state`: report the deciding layer's state if the request is rejected. `refs` must
-    /// stay alive until the awaitable completes.
+    /// Decides one request of `cost` permits over `refs` (chain order), all or nothing, at the
+    /// time `at` reads when the decision is made (a batching backend reads it when the batch
+    /// is sent; clock "redis" reads Redis TIME instead). `want_state`: report the deciding
+    /// layer's state if the request is rejected. `refs` and `at` must stay alive until the
+    /// awaitable completes.
     virtual boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
-                                                  bool want_state) = 0;
+                                                  const clock& at, bool want_state) = 0;
 
     /// True when the store can decide now (/readyz; on_redis_error "local" goes local at once
     /// when it cannot).
@@ -40,8 +43,5 @@ class backend {
     /// no longer known to hold. 0 for a store that cannot change behind the gateway's back.
     virtual std::uint64_t epoch() const { return 0; }
 };
-
-/// The wall clock in µs since the epoch (the "gateway" limiter clock).
-double wall_clock_us();
 
 }  // namespace rategate::limiters

@@ -1,23 +1,17 @@
 #include "limiters/local/local_backend.hpp"
 
-#include <chrono>
-
 namespace rategate::limiters {
 
-double wall_clock_us() {
-    return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count());
-}
-
-chain_decision local_backend::decide_now(const std::vector<layer_ref>& refs, double cost) {
-    return store_.decide(refs, wall_clock_us(), cost);
+chain_decision local_backend::decide_now(const std::vector<layer_ref>& refs, double cost,
+                                         double now_us) {
+    return store_.decide(refs, now_us, cost);
 }
 
 boost::asio::awaitable<backend::answer> local_backend::decide(const std::vector<layer_ref>& refs,
-                                                              double cost, bool want_state) {
+                                                              double cost, const clock& at,
+                                                              bool want_state) {
     answer a;
-    double now = wall_clock_us();
+    double now = at.now_us();
     a.decision = store_.decide(refs, now, cost);
     if (want_state && !a.decision.allowed && a.decision.decider >= 0) {
         const auto& key = refs[static_cast<std::size_t>(a.decision.decider)].key;

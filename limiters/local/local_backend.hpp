@@ -1,5 +1,5 @@
 // The in-process backend: chains decided in a local_store shared by every event loop, on the
-// gateway's wall clock. Always ready; never fails.
+// limiter clock the request path passes. Always ready; never fails.
 #pragma once
 
 #include "limiters/backend.hpp"
@@ -11,10 +11,11 @@ class local_backend final : public backend {
     /// `store` must outlive the backend.
     explicit local_backend(local_store& store) : store_(store) {}
     boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
-                                          bool want_state) override;
+                                          const clock& at, bool want_state) override;
     bool ready() const override { return true; }
-    /// The same decision, without a coroutine (the fallback path).
-    chain_decision decide_now(const std::vector<layer_ref>& refs, double cost);
+    /// The same decision at `now_us` (µs since the epoch), without a coroutine (the fallback
+    /// path).
+    chain_decision decide_now(const std::vector<layer_ref>& refs, double cost, double now_us);
 
   private:
     local_store& store_;

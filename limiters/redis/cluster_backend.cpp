@@ -141,6 +141,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
     struct pending {
         const std::vector<layer_ref>* refs;
         double cost;
+        const clock* at;
         std::vector<part> parts;
         std::size_t outstanding = 0;
         answer result;
@@ -305,7 +306,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         reqs.reserve(chunk.size());
         for (const auto& [p, q] : chunk)
             reqs.push_back({q->refs, p->cost});
-        return encode_batch(reqs, redis_clock ? -1 : wall_clock_us());
+        return encode_batch(reqs, redis_clock ? -1 : chunk.front().first->at->now_us());
     }
 
     net::awaitable<void> send(std::uint16_t slot, std::vector<item> chunk) {
@@ -331,7 +332,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
             ec = make_error_code(redis::client_error::protocol_error);
         }
         if (observer) observer(chunk.size(), latency, static_cast<bool>(ec));
-        double received = wall_clock_us();
+        double received = chunk.front().first->at->now_us();
         for (std::size_t i = 0; i < chunk.size(); ++i) {
             auto& [p, q] = chunk[i];
             q->ec = ec;
@@ -495,8 +496,9 @@ cluster_backend::cluster_backend(const net::any_io_executor& ex, redis::cluster&
 cluster_backend::~cluster_backend() = default;
 
 net::awaitable<backend::answer> cluster_backend::decide(const std::vector<layer_ref>& refs,
-                                                        double cost, bool /*want_state*/) {
-    impl::pending p{&refs, cost, {}, 0, {}, {}};
+                                                        double cost, const clock& at,
+                                                        bool /*want_state*/) {
+    impl::pending p{&refs, cost, &at, {}, 0, {}, {}};
     auto& i = *impl_;
     i.queue.push_back(&p);
     i.post_flush();

@@ -64,7 +64,7 @@ class cluster_backend final : public backend {
     ~cluster_backend() override;
 
     boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
-                                          bool want_state) override;
+                                          const clock& at, bool want_state) override;
     /// Every slot's master answers.
     bool ready() const override;
     std::uint64_t epoch() const override;

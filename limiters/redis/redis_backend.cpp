@@ -25,6 +25,7 @@ struct redis_backend::impl {
     struct pending {
         const std::vector<layer_ref>* refs;
         double cost;
+        const clock* at;
         bool want_state;
         answer result;
         std::optional<net::any_completion_handler<void()>> handler;
@@ -64,7 +65,7 @@ struct redis_backend::impl {
             reqs.push_back({chunk[i]->refs, chunk[i]->cost});
             want[i] = chunk[i]->want_state;
         }
-        auto batch = encode_batch(reqs, redis_clock ? -1 : wall_clock_us(), &want);
+        auto batch = encode_batch(reqs, redis_clock ? -1 : chunk[0]->at->now_us(), &want);
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         auto& conn = *conns[next++ % conns.size()];
         auto started = std::chrono::steady_clock::now();
@@ -72,7 +73,7 @@ struct redis_backend::impl {
         double latency =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
                 .count();
-        double received = wall_clock_us();
+        double received = chunk[0]->at->now_us();
         std::vector<chain_decision> decisions;
         std::vector<decided_state> states;
         double script_now = 0;
@@ -110,8 +111,9 @@ redis_backend::redis_backend(const net::any_io_executor& ex,
 redis_backend::~redis_backend() = default;
 
 net::awaitable<backend::answer> redis_backend::decide(const std::vector<layer_ref>& refs,
-                                                      double cost, bool want_state) {
-    impl::pending p{&refs, cost, want_state, {}, {}};
+                                                      double cost, const clock& at,
+                                                      bool want_state) {
+    impl::pending p{&refs, cost, &at, want_state, {}, {}};
     auto& i = *impl_;
     i.queue.push_back(&p);
     if (!i.flush_posted) {

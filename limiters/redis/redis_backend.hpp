@@ -28,14 +28,14 @@ class redis_backend final : public backend {
 
     /// `connections` (not empty, each started elsewhere) belong to the event loop of `ex` and
     /// outlive the backend. `redis_clock`: the script reads Redis TIME (clock "redis"), else
-    /// the gateway's wall clock is sent with each call.
+    /// the time of the first request's clock is sent with each call.
     redis_backend(const boost::asio::any_io_executor& ex,
                   std::vector<std::unique_ptr<redis::connection>>& connections, bool redis_clock,
                   call_observer observer = {});
     ~redis_backend() override;
 
     boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
-                                          bool want_state) override;
+                                          const clock& at, bool want_state) override;
     /// True while any of the loop's connections is up.
     bool ready() const override;
     /// The sum of the connections' generations: changes on every reconnect.

@@ -21,14 +21,14 @@ namespace {
 class scripted_backend final : public limiters::backend {
   public:
     net::awaitable<answer> decide(const std::vector<limiters::layer_ref>& refs, double cost,
-                                  bool want_state) override {
+                                  const limiters::clock& at, bool want_state) override {
         ++calls;
         if (down) {
             answer a;
             a.ec = std::make_error_code(std::errc::connection_refused);
             co_return a;
         }
-        co_return co_await inner.decide(refs, cost, want_state);
+        co_return co_await inner.decide(refs, cost, at, want_state);
     }
     bool ready() const override { return !down; }
     std::uint64_t epoch() const override { return reconnects; }

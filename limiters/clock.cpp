@@ -1,0 +1,17 @@
+#include "limiters/clock.hpp"
+
+#include <chrono>
+
+namespace rategate::limiters {
+
+double wall_clock_us() {
+    return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count());
+}
+
+double wall_clock::now_us() const {
+    return wall_clock_us();
+}
+
+}  // namespace rategate::limiters
