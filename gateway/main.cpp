@@ -9,11 +9,11 @@
 
 #include "config/config.hpp"
 #include "config/units.hpp"
-#include "gateway/access_log.hpp"
+#include "gateway/admin/access_log.hpp"
 #include "gateway/identity/jwt_verifier.hpp"
 #include "gateway/proxy/tls.hpp"
-#include "gateway/replay.hpp"
-#include "gateway/server.hpp"
+#include "gateway/runtime/server.hpp"
+#include "replay/replay.hpp"
 
 namespace po = boost::program_options;
 using namespace rategate;

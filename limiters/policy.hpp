@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "limiters/local_store.hpp"
+#include "limiters/local/local_store.hpp"
 
 namespace rategate::limiters {
 

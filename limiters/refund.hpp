@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "limiters/local_store.hpp"
+#include "limiters/local/local_store.hpp"
 
 namespace rategate::limiters {
 

@@ -5,7 +5,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
-#include "gateway/deadline.hpp"
+#include "gateway/runtime/deadline.hpp"
 
 namespace rategate::gateway {
 

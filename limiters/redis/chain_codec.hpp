@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "limiters/chain.hpp"
-#include "limiters/local_store.hpp"
+#include "limiters/local/local_store.hpp"
 #include "limiters/redis/reply.hpp"
 
 namespace rategate::limiters {

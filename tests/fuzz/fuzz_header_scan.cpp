@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/header_scan.hpp"
+#include "gateway/http/header_scan.hpp"
 
 using rategate::gateway::check_header_block;
 using rategate::gateway::find_header_end;

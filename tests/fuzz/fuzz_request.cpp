@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "gateway/header_scan.hpp"
+#include "gateway/http/header_scan.hpp"
 #include "gateway/http/request_normaliser.hpp"
 
 namespace h1 = rategate::gateway::h1;

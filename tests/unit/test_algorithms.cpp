@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "limiters/keys.hpp"
-#include "limiters/local_store.hpp"
+#include "limiters/local/local_store.hpp"
 
 using namespace rategate::limiters;
 using rategate::config::algorithm;

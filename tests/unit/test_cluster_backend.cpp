@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "limiters/local_store.hpp"
+#include "limiters/local/local_store.hpp"
 #include "limiters/redis/cluster_backend.hpp"
 
 using namespace rategate;

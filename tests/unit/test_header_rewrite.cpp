@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "gateway/header_rewrite.hpp"
+#include "gateway/proxy/header_rewrite.hpp"
 
 namespace http = boost::beast::http;
 using namespace rategate::gateway;

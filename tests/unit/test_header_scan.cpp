@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "gateway/header_scan.hpp"
+#include "gateway/http/header_scan.hpp"
 
 using namespace rategate::gateway;
 

@@ -1,6 +1,6 @@
 #include <doctest/doctest.h>
 
-#include "gateway/http_head.hpp"
+#include "gateway/http/http_head.hpp"
 
 namespace http = boost::beast::http;
 using namespace rategate::gateway;

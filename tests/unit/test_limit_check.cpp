@@ -7,8 +7,8 @@
 #include <boost/asio/use_future.hpp>
 
 #include "config/config.hpp"
-#include "gateway/limit_check.hpp"
-#include "gateway/metrics.hpp"
+#include "gateway/admin/metrics.hpp"
+#include "gateway/limiting/limit_check.hpp"
 #include "limiters/local/local_backend.hpp"
 
 using namespace rategate;

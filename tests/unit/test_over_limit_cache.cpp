@@ -8,8 +8,8 @@
 #include <sstream>
 
 #include "config/config.hpp"
+#include "limiters/local/local_store.hpp"
 #include "limiters/local/over_limit_cache.hpp"
-#include "limiters/local_store.hpp"
 #include "limiters/policy.hpp"
 
 using namespace rategate::limiters;

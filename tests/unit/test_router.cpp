@@ -1,7 +1,7 @@
 #include <doctest/doctest.h>
 
 #include "config/config.hpp"
-#include "gateway/router.hpp"
+#include "gateway/http/router.hpp"
 
 using namespace rategate;
 

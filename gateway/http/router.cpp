@@ -1,4 +1,4 @@
-#include "gateway/router.hpp"
+#include "gateway/http/router.hpp"
 
 #include <algorithm>
 #include <cctype>

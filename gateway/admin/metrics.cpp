@@ -1,4 +1,4 @@
-#include "gateway/metrics.hpp"
+#include "gateway/admin/metrics.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -1,4 +1,4 @@
-#include "gateway/error_response.hpp"
+#include "gateway/http/error_response.hpp"
 
 #include <cmath>
 #include <nlohmann/json.hpp>

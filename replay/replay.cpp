@@ -1,4 +1,4 @@
-#include "gateway/replay.hpp"
+#include "replay/replay.hpp"
 
 #include "gateway/identity/client_ip.hpp"
 
@@ -12,7 +12,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "gateway/router.hpp"
+#include "gateway/http/router.hpp"
 #include "limiters/local/over_limit_cache.hpp"
 #include "limiters/policy.hpp"
 #include "limiters/redis/connection.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "limiters/local_store.hpp"
+#include "limiters/local/local_store.hpp"
 #include "limiters/policy.hpp"
 
 namespace rategate::gateway {

@@ -1,4 +1,4 @@
-#include "gateway/server.hpp"
+#include "gateway/runtime/server.hpp"
 
 #include <sys/socket.h>
 
@@ -11,10 +11,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <stdexcept>
 
-#include "gateway/access_log.hpp"
-#include "gateway/admin.hpp"
-#include "gateway/session.hpp"
-#include "gateway/worker.hpp"
+#include "gateway/admin/access_log.hpp"
+#include "gateway/admin/admin.hpp"
+#include "gateway/proxy/session.hpp"
+#include "gateway/runtime/worker.hpp"
 
 namespace rategate::gateway {
 

@@ -1,4 +1,4 @@
-#include "gateway/header_scan.hpp"
+#include "gateway/http/header_scan.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "gateway/worker.hpp"
+#include "gateway/runtime/worker.hpp"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>

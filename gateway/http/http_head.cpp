@@ -1,4 +1,4 @@
-#include "gateway/http_head.hpp"
+#include "gateway/http/http_head.hpp"
 
 #include <charconv>
 

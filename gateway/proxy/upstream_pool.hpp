@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "gateway/deadline.hpp"
+#include "gateway/runtime/deadline.hpp"
 
 namespace rategate::gateway {
 

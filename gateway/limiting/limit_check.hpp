@@ -12,12 +12,12 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/admin/metrics.hpp"
 #include "gateway/admin/top_keys.hpp"
-#include "gateway/metrics.hpp"
 #include "limiters/backend.hpp"
 #include "limiters/local/local_backend.hpp"
+#include "limiters/local/local_store.hpp"
 #include "limiters/local/over_limit_cache.hpp"
-#include "limiters/local_store.hpp"
 #include "limiters/policy.hpp"
 
 namespace rategate::gateway {

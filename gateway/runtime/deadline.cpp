@@ -1,4 +1,4 @@
-#include "gateway/deadline.hpp"
+#include "gateway/runtime/deadline.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>

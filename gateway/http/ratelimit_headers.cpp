@@ -1,4 +1,4 @@
-#include "gateway/ratelimit_headers.hpp"
+#include "gateway/http/ratelimit_headers.hpp"
 
 #include <cmath>
 #include <optional>

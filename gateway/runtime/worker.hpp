@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "config/config.hpp"
-#include "gateway/deadline.hpp"
+#include "gateway/admin/metrics.hpp"
+#include "gateway/http/router.hpp"
 #include "gateway/identity/jwt_verifier.hpp"
 #include "gateway/identity/token_cache.hpp"
-#include "gateway/limit_check.hpp"
-#include "gateway/metrics.hpp"
-#include "gateway/router.hpp"
-#include "gateway/upstream_pool.hpp"
+#include "gateway/limiting/limit_check.hpp"
+#include "gateway/proxy/upstream_pool.hpp"
+#include "gateway/runtime/deadline.hpp"
 #include "limiters/redis/connection.hpp"
 
 namespace rategate::limiters::redis {

@@ -1,4 +1,4 @@
-#include "gateway/proxy.hpp"
+#include "gateway/proxy/forward.hpp"
 
 #include <spdlog/spdlog.h>
 #include <array>
@@ -12,15 +12,15 @@
 #include <boost/beast/http/write.hpp>
 #include <optional>
 
-#include "gateway/deadline.hpp"
-#include "gateway/error_response.hpp"
-#include "gateway/header_rewrite.hpp"
+#include "gateway/http/error_response.hpp"
+#include "gateway/http/http_head.hpp"
+#include "gateway/http/ratelimit_headers.hpp"
 #include "gateway/http/response_framing.hpp"
-#include "gateway/http_head.hpp"
+#include "gateway/http/router.hpp"
+#include "gateway/proxy/header_rewrite.hpp"
 #include "gateway/proxy/tunnel.hpp"
-#include "gateway/ratelimit_headers.hpp"
-#include "gateway/router.hpp"
-#include "gateway/worker.hpp"
+#include "gateway/runtime/deadline.hpp"
+#include "gateway/runtime/worker.hpp"
 
 namespace rategate::gateway {
 

@@ -1,4 +1,4 @@
-#include "gateway/admin.hpp"
+#include "gateway/admin/admin.hpp"
 
 #include "gateway/admin/dashboard_page.hpp"
 

@@ -1,4 +1,4 @@
-#include "gateway/access_log.hpp"
+#include "gateway/admin/access_log.hpp"
 
 #include <spdlog/async.h>
 #include <spdlog/sinks/stdout_sinks.h>

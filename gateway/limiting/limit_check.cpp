@@ -1,4 +1,4 @@
-#include "gateway/limit_check.hpp"
+#include "gateway/limiting/limit_check.hpp"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>

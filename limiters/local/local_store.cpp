@@ -1,4 +1,4 @@
-#include "limiters/local_store.hpp"
+#include "limiters/local/local_store.hpp"
 
 #include <algorithm>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "gateway/session.hpp"
+#include "gateway/proxy/session.hpp"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
@@ -11,16 +11,16 @@
 #include <chrono>
 #include <optional>
 
-#include "gateway/access_log.hpp"
-#include "gateway/deadline.hpp"
-#include "gateway/error_response.hpp"
-#include "gateway/header_scan.hpp"
+#include "gateway/admin/access_log.hpp"
+#include "gateway/http/error_response.hpp"
+#include "gateway/http/header_scan.hpp"
+#include "gateway/http/ratelimit_headers.hpp"
 #include "gateway/http/request_normaliser.hpp"
 #include "gateway/identity/client_ip.hpp"
-#include "gateway/limit_check.hpp"
-#include "gateway/proxy.hpp"
-#include "gateway/ratelimit_headers.hpp"
-#include "gateway/worker.hpp"
+#include "gateway/limiting/limit_check.hpp"
+#include "gateway/proxy/forward.hpp"
+#include "gateway/runtime/deadline.hpp"
+#include "gateway/runtime/worker.hpp"
 
 namespace rategate::gateway {
 

@@ -1,4 +1,4 @@
-#include "gateway/header_rewrite.hpp"
+#include "gateway/proxy/header_rewrite.hpp"
 
 #include <boost/beast/http/rfc7230.hpp>
 #include <random>

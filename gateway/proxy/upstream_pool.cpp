@@ -1,4 +1,4 @@
-#include "gateway/upstream_pool.hpp"
+#include "gateway/proxy/upstream_pool.hpp"
 
 #include <sys/socket.h>
 
