@@ -1,4 +1,4 @@
-#include "limiters/algorithms.hpp"
+#include "limiters/algorithms/algorithms.hpp"
 
 #include <algorithm>
 #include <cmath>
