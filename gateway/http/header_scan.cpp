@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 
 #include "gateway/http/text.hpp"
 
@@ -17,24 +18,30 @@ using h1::trim;
 
 header_end find_header_end(std::string_view data, std::size_t from) {
     header_end out;
-    for (std::size_t i = from; i < data.size(); ++i) {
-        char c = data[i];
-        if (c == '\n') {
-            if (i == 0 || data[i - 1] != '\r') {
-                out.status = header_end::state::malformed;
-                out.reason = "bare LF in header";
-                return out;
-            }
-            if (i >= 3 && data[i - 2] == '\n' && data[i - 3] == '\r') {
-                out.status = header_end::state::complete;
-                out.length = i + 1;
-                return out;
-            }
-        } else if (c == '\0') {
+    // Line by line with memchr: a NUL anywhere and a LF without its CR are malformed at once.
+    const char* begin = data.data();
+    std::size_t i = std::min(from, data.size());
+    while (i < data.size()) {
+        const void* lf = std::memchr(begin + i, '\n', data.size() - i);
+        std::size_t end =
+            lf ? static_cast<std::size_t>(static_cast<const char*>(lf) - begin) : data.size();
+        if (std::memchr(begin + i, '\0', end - i)) {
             out.status = header_end::state::malformed;
             out.reason = "NUL in header";
             return out;
         }
+        if (!lf) break;
+        if (end == 0 || data[end - 1] != '\r') {
+            out.status = header_end::state::malformed;
+            out.reason = "bare LF in header";
+            return out;
+        }
+        if (end >= 3 && data[end - 2] == '\n' && data[end - 3] == '\r') {
+            out.status = header_end::state::complete;
+            out.length = end + 1;
+            return out;
+        }
+        i = end + 1;
     }
     // Resume a few bytes back so a CRLFCRLF split across reads is still found.
     out.resume = data.size() > 3 ? data.size() - 3 : 0;
@@ -55,10 +62,16 @@ std::string check_header_block(std::string_view block) {
         // An empty first line would end the block before any field was checked.
         if (line.empty() && first) return "empty request line";
         if (line.empty()) break;  // end of block
-        for (char c : line) {
-            if (c == '\r') return "bare CR in header";
-            if (c == '\0') return "NUL in header";
-            if (c == '\n') return "bare LF in header";
+        // A line ends at CRLF: any CR, LF or NUL left inside it is bare (first one reported).
+        const char* bad = nullptr;
+        for (char c : {'\r', '\0', '\n'})
+            if (auto* at = static_cast<const char*>(std::memchr(line.data(), c, line.size()));
+                at && (!bad || at < bad))
+                bad = at;
+        if (bad) {
+            if (*bad == '\r') return "bare CR in header";
+            if (*bad == '\0') return "NUL in header";
+            return "bare LF in header";
         }
         if (first) {
             first = false;

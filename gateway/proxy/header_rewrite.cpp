@@ -1,6 +1,9 @@
 #include "gateway/proxy/header_rewrite.hpp"
 
+#include <array>
 #include <boost/beast/http/rfc7230.hpp>
+#include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -102,13 +105,32 @@ void rewrite_response_headers(http::fields& f, std::string_view request_id) {
 }
 
 std::string make_request_id() {
-    thread_local std::mt19937_64 rng{std::random_device{}()};
-    static constexpr char hex[] = "0123456789abcdef";
+    // SplitMix64 (Steele, Lea, Flood: "Fast splittable pseudorandom number generators", 2014)
+    // from a per-thread random seed: an id, not a secret, so a few instructions per request.
+    thread_local std::uint64_t state = std::random_device{}() * 0x9e3779b97f4a7c15ull ^
+                                       (std::uint64_t{std::random_device{}()} << 32);
+    auto next = [] {
+        std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        return z ^ (z >> 31);
+    };
+    // Two hex digits per byte from one table: 16 lookups instead of 32 shifts and masks.
+    static constexpr auto pairs = [] {
+        std::array<char, 512> t{};
+        constexpr char hex[] = "0123456789abcdef";
+        for (int b = 0; b < 256; ++b) {
+            t[static_cast<std::size_t>(2 * b)] = hex[b >> 4];
+            t[static_cast<std::size_t>(2 * b + 1)] = hex[b & 0xf];
+        }
+        return t;
+    }();
     std::string out(32, '0');
     for (int half = 0; half < 2; ++half) {
-        auto v = rng();
-        for (int i = 0; i < 16; ++i)
-            out[half * 16 + i] = hex[(v >> (i * 4)) & 0xf];
+        auto v = next();
+        for (int i = 0; i < 8; ++i, v >>= 8)
+            std::memcpy(&out[static_cast<std::size_t>(half * 16 + 2 * i)], &pairs[2 * (v & 0xff)],
+                        2);
     }
     return out;
 }

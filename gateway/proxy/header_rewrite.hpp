@@ -31,7 +31,8 @@ std::string rewrite_request_headers(boost::beast::http::fields& f, const client_
 /// into one with ours added, X-Request-Id echoed.
 void rewrite_response_headers(boost::beast::http::fields& f, std::string_view request_id);
 
-/// A fresh random request id: 32 lowercase hex digits (128 bits, per-thread PRNG).
+/// A fresh random request id: 32 lowercase hex digits (128 bits of a per-thread SplitMix64
+/// stream seeded from std::random_device: unique, not secret).
 std::string make_request_id();
 
 }  // namespace rategate::gateway

@@ -1,5 +1,9 @@
 #include <doctest/doctest.h>
 
+#include <set>
+#include <string>
+#include <vector>
+
 #include "gateway/proxy/header_rewrite.hpp"
 
 namespace http = boost::beast::http;
@@ -105,4 +109,16 @@ TEST_CASE("request ids are 32 hex digits and differ") {
     CHECK(a.size() == 32);
     CHECK(a != b);
     CHECK(a.find_first_not_of("0123456789abcdef") == std::string::npos);
+    // 10,000 ids: all distinct, and every digit turns up at every position (no stuck nibble).
+    std::set<std::string> seen;
+    std::vector<std::set<char>> digits(32);
+    for (int i = 0; i < 10000; ++i) {
+        auto id = make_request_id();
+        seen.insert(id);
+        for (std::size_t p = 0; p < 32; ++p)
+            digits[p].insert(id[p]);
+    }
+    CHECK(seen.size() == 10000);
+    for (const auto& d : digits)
+        CHECK(d.size() == 16);
 }
