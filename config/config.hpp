@@ -127,24 +127,27 @@ enum class algorithm {
     smooth_bursty,
     smooth_warming_up
 };
+/// The algorithm's name as the config writes it ("token_bucket").
 const char* to_string(algorithm a);
 
 enum class scope_kind { global, route, user, ip, header };
 
-/// One rule of a limiter. Which fields are meaningful depends on the algorithm
-/// (SPEC §2 table); the loader rejects fields an algorithm does not use.
+/// One rule of a limiter. Which fields are meaningful depends on the algorithm (SPEC §2
+/// table); the loader rejects fields an algorithm does not use. The fields each algorithm
+/// takes, their bounds and their defaults are rows of limiters/algorithms/table.hpp, which the
+/// loader reads (config/limiters.cpp); a field an algorithm does not take stays 0.
 struct rule_config {
-    std::int64_t limit = 0;          ///< permits per window (window algorithms)
-    micros window{0};                ///< window width
-    int buckets = 10;                ///< sliding_window_counter sub-windows
-    double rate = 0;                 ///< permits per `period` (per second for smooth_*)
-    micros period{1'000'000};        ///< refill period
-    double burst = 0;                ///< token_bucket / gcra burst, permits
-    double capacity = 0;             ///< leaky_bucket capacity, permits
-    double max_burst_seconds = 1.0;  ///< smooth_bursty
-    micros idle_ttl{60'000'000};     ///< smooth_bursty
-    micros warmup_period{0};         ///< smooth_warming_up
-    double cold_factor = 3.0;        ///< smooth_warming_up
+    std::int64_t limit = 0;        ///< permits per window (window algorithms)
+    micros window{0};              ///< window width
+    int buckets = 0;               ///< sliding_window_counter sub-windows
+    double rate = 0;               ///< permits per `period` (per second for smooth_*)
+    micros period{0};              ///< refill period
+    double burst = 0;              ///< token_bucket / gcra burst, permits
+    double capacity = 0;           ///< leaky_bucket capacity, permits
+    double max_burst_seconds = 0;  ///< smooth_bursty: stored permits at most rate x this
+    micros idle_ttl{0};            ///< smooth_bursty: a key idle this long is new again
+    micros warmup_period{0};       ///< smooth_warming_up: from cold to the stable rate
+    double cold_factor = 0;        ///< smooth_warming_up: cold interval / stable interval
 };
 
 enum class missing_key_policy { skip, deny, anonymous };

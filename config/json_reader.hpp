@@ -118,9 +118,11 @@ bool is_hostname(const std::string& s);
 std::optional<host_port> read_host_port(const json* j, const std::string& path, checker& c,
                                         bool listen);
 
-template <class E>
-std::optional<E> read_enum(const json* j, const std::string& path, checker& c,
-                           std::initializer_list<std::pair<const char*, E>> values) {
+/// One of the names of `values` (a range of {name, value} pairs), as its value; anything else
+/// is an error that lists the names.
+template <class E, class Values>
+std::optional<E> read_enum_of(const json* j, const std::string& path, checker& c,
+                              const Values& values) {
     auto s = read_string(j, path, c);
     if (!s) return std::nullopt;
     std::string allowed;
@@ -130,6 +132,13 @@ std::optional<E> read_enum(const json* j, const std::string& path, checker& c,
     }
     c.fail(path, "unknown value \"" + *s + "\" (expected one of " + allowed + ")");
     return std::nullopt;
+}
+
+/// read_enum_of() with the pairs written in place.
+template <class E>
+std::optional<E> read_enum(const json* j, const std::string& path, checker& c,
+                           std::initializer_list<std::pair<const char*, E>> values) {
+    return read_enum_of<E>(j, path, c, values);
 }
 
 /// An RFC 9110 token (header names, methods).

@@ -1,87 +1,76 @@
 // SPEC §2 `limiters.NAME`: scope, algorithm, rules and the optional fields.
 #include "config/sections.hpp"
 
-#include <set>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+// The one include of config/ from above: the algorithm table is header-only data that includes
+// nothing from limiters/ but config.hpp (see README.md here).
+#include "limiters/algorithms/table.hpp"
 
 namespace rategate::config {
 
 const char* to_string(algorithm a) {
-    switch (a) {
-        case algorithm::fixed_window:
-            return "fixed_window";
-        case algorithm::sliding_window_log:
-            return "sliding_window_log";
-        case algorithm::sliding_window_counter:
-            return "sliding_window_counter";
-        case algorithm::leaky_bucket:
-            return "leaky_bucket";
-        case algorithm::token_bucket:
-            return "token_bucket";
-        case algorithm::gcra:
-            return "gcra";
-        case algorithm::smooth_bursty:
-            return "smooth_bursty";
-        case algorithm::smooth_warming_up:
-            return "smooth_warming_up";
-    }
-    return "?";
+    auto i = static_cast<std::size_t>(a);
+    return i < limiters::algorithm_table.size() ? limiters::algorithm_table[i].name : "?";
 }
 
 namespace detail {
 
 namespace {
 
-// Which rule fields each algorithm takes (SPEC §2 table).
-std::set<std::string> rule_fields(algorithm a) {
-    switch (a) {
-        case algorithm::fixed_window:
-        case algorithm::sliding_window_log:
-            return {"limit", "window"};
-        case algorithm::sliding_window_counter:
-            return {"limit", "window", "buckets"};
-        case algorithm::leaky_bucket:
-            return {"rate", "period", "capacity"};
-        case algorithm::token_bucket:
-        case algorithm::gcra:
-            return {"rate", "period", "burst"};
-        case algorithm::smooth_bursty:
-            return {"rate", "max_burst_seconds", "idle_ttl"};
-        case algorithm::smooth_warming_up:
-            return {"rate", "warmup_period", "cold_factor"};
-    }
-    return {};
+using limiters::algorithm_row;
+using limiters::field_kind;
+using limiters::rule_field;
+
+// The row's fields, in order (nullptr: an unused slot).
+template <class F>
+void for_each_field(const algorithm_row& a, F f) {
+    for (const rule_field* field : a.fields)
+        if (field) f(*field);
 }
 
-void read_rule(const json& j, const std::string& path, checker& c, algorithm a, rule_config& r) {
+// A rule of algorithm `a`: its fields as the table describes them (SPEC §2 table), then the
+// row's own check. Defaults go in first, so that the check sees them.
+void read_rule(const json& j, const std::string& path, checker& c, const algorithm_row& a,
+               rule_config& r) {
     object_reader o(j, path, c);
-    auto fields = rule_fields(a);
-    // SPEC §2: a rule field without a default in the table is required, for every algorithm.
-    static const std::set<std::string> with_default{"buckets", "max_burst_seconds", "idle_ttl",
-                                                    "cold_factor"};
-    auto want = [&](const char* key) -> const json* {
-        if (!fields.count(key)) return nullptr;
-        return o.get(key, !with_default.count(key));
-    };
-    if (auto v = read_int(want("limit"), o.path("limit"), c, 1, 1'000'000'000'000)) r.limit = *v;
-    if (auto v = read_duration(want("window"), o.path("window"), c)) r.window = *v;
-    if (auto v = read_int(want("buckets"), o.path("buckets"), c, 1, 3600))
-        r.buckets = static_cast<int>(*v);
-    if (auto v = read_positive(want("rate"), o.path("rate"), c)) r.rate = *v;
-    if (auto v = read_duration(want("period"), o.path("period"), c)) r.period = *v;
-    if (auto v = read_positive(want("burst"), o.path("burst"), c, 1, true)) r.burst = *v;
-    if (auto v = read_positive(want("capacity"), o.path("capacity"), c)) r.capacity = *v;
-    if (auto v = read_positive(want("max_burst_seconds"), o.path("max_burst_seconds"), c))
-        r.max_burst_seconds = *v;
-    if (auto v = read_duration(want("idle_ttl"), o.path("idle_ttl"), c)) r.idle_ttl = *v;
-    if (auto v = read_duration(want("warmup_period"), o.path("warmup_period"), c))
-        r.warmup_period = *v;
-    if (auto v = read_positive(want("cold_factor"), o.path("cold_factor"), c, 1, true))
-        r.cold_factor = *v;
-    if (a == algorithm::sliding_window_counter && r.window.count() > 0 &&
-        r.window.count() % r.buckets != 0)
-        c.fail(o.path("buckets"), "window must divide into " + std::to_string(r.buckets) +
-                                      " sub-windows of whole microseconds");
+    for_each_field(a, [&](const rule_field& f) {
+        if (f.default_value)
+            f.store(r, static_cast<std::int64_t>(*f.default_value), *f.default_value);
+    });
+    for_each_field(a, [&](const rule_field& f) {
+        // SPEC §2: a rule field without a default in the table is required, for every algorithm.
+        const json* v = o.get(f.key, !f.default_value);
+        auto at = o.path(f.key);
+        switch (f.kind) {
+            case field_kind::integer:
+                if (auto x = read_int(v, at, c, f.int_min, f.int_max)) f.store(r, *x, 0);
+                break;
+            case field_kind::duration:
+                if (auto x = read_duration(v, at, c)) f.store(r, x->count(), 0);
+                break;
+            case field_kind::number:
+                if (auto x = read_positive(v, at, c, f.num_min, f.num_min_inclusive))
+                    f.store(r, 0, *x);
+                break;
+        }
+    });
+    if (a.check)
+        if (auto problem = a.check(r)) c.fail(o.path(problem->first), problem->second);
     o.finish();
+}
+
+// The config names of the algorithms, table order.
+const std::vector<std::pair<const char*, algorithm>>& algorithm_names() {
+    static const auto names = [] {
+        std::vector<std::pair<const char*, algorithm>> out;
+        for (const auto& row : limiters::algorithm_table)
+            out.emplace_back(row.name, row.algo);
+        return out;
+    }();
+    return names;
 }
 
 }  // namespace
@@ -105,15 +94,8 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
                    "unknown scope \"" + *s +
                        "\" (expected \"global\", \"route\", \"user\", \"ip\" or \"header:NAME\")");
     }
-    auto algo = read_enum<algorithm>(o.get("algorithm", true), o.path("algorithm"), c,
-                                     {{"fixed_window", algorithm::fixed_window},
-                                      {"sliding_window_log", algorithm::sliding_window_log},
-                                      {"sliding_window_counter", algorithm::sliding_window_counter},
-                                      {"leaky_bucket", algorithm::leaky_bucket},
-                                      {"token_bucket", algorithm::token_bucket},
-                                      {"gcra", algorithm::gcra},
-                                      {"smooth_bursty", algorithm::smooth_bursty},
-                                      {"smooth_warming_up", algorithm::smooth_warming_up}});
+    auto algo = read_enum_of<algorithm>(o.get("algorithm", true), o.path("algorithm"), c,
+                                        algorithm_names());
     auto rules_path = o.path("rules");
     const json* rules = o.get("rules", true);
     if (algo) {
@@ -124,7 +106,8 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
             } else {
                 for (std::size_t i = 0; i < rules->size(); ++i) {
                     rule_config r;
-                    read_rule((*rules)[i], element(rules_path, i), c, *algo, r);
+                    read_rule((*rules)[i], element(rules_path, i), c,
+                              limiters::algorithm_facts(*algo), r);
                     l.rules.push_back(r);
                 }
             }
@@ -161,24 +144,12 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
     o.finish();
 }
 
-// The most one request may cost on an enforced layer's rule, or nullopt when any cost can pass
-// (smooth_*: Guava admits one acquire of any size and makes the next request pay for it).
+// The most one request may cost on an enforced layer's rule: the row's capacity field.
 std::optional<std::pair<double, const char*>> rule_capacity(algorithm a, const rule_config& r) {
-    switch (a) {
-        case algorithm::fixed_window:
-        case algorithm::sliding_window_log:
-        case algorithm::sliding_window_counter:
-            return std::pair{static_cast<double>(r.limit), "limit"};
-        case algorithm::leaky_bucket:
-            return std::pair{r.capacity, "capacity"};
-        case algorithm::token_bucket:
-        case algorithm::gcra:
-            return std::pair{r.burst, "burst"};
-        case algorithm::smooth_bursty:
-        case algorithm::smooth_warming_up:
-            return std::nullopt;
-    }
-    return std::nullopt;
+    const auto& row = limiters::algorithm_facts(a);
+    if (row.capacity_field < 0) return std::nullopt;
+    const rule_field& f = *row.fields[static_cast<std::size_t>(row.capacity_field)];
+    return std::pair{f.param(r), f.key};
 }
 
 }  // namespace detail

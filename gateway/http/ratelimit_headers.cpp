@@ -3,10 +3,11 @@
 #include <cmath>
 #include <optional>
 
+#include "limiters/algorithms/table.hpp"
+
 namespace rategate::gateway {
 
 namespace http = boost::beast::http;
-using config::algorithm;
 
 namespace {
 
@@ -49,36 +50,15 @@ std::optional<double> backend_remaining(const http::fields& f) {
 
 rate_headers describe_layer(const limiters::policy::layer& layer, int rule, double remaining,
                             double reset_us) {
-    const auto& r = layer.limiter->rules.at(static_cast<std::size_t>(rule));
+    const auto& p = layer.spec.rules.at(static_cast<std::size_t>(rule));
     rate_headers h;
     h.name = layer.limiter->name;
     h.remaining = remaining;
     h.reset_s = std::ceil(reset_us / 1e6);
-    switch (layer.limiter->algo) {
-        case algorithm::fixed_window:
-        case algorithm::sliding_window_log:
-        case algorithm::sliding_window_counter:
-            h.quota = static_cast<double>(r.limit);
-            h.window_s = static_cast<double>(r.window.count()) / 1e6;
-            break;
-        case algorithm::leaky_bucket:
-            h.quota = r.capacity;
-            h.window_s = static_cast<double>(r.period.count()) / 1e6;
-            break;
-        case algorithm::token_bucket:
-        case algorithm::gcra:
-            h.quota = r.burst;
-            h.window_s = static_cast<double>(r.period.count()) / 1e6;
-            break;
-        case algorithm::smooth_bursty:
-            h.quota = std::max(1.0, std::floor(r.rate * r.max_burst_seconds));
-            h.window_s = r.max_burst_seconds;
-            break;
-        case algorithm::smooth_warming_up:
-            h.quota = std::max(1.0, std::floor(r.rate));
-            h.window_s = 1;
-            break;
-    }
+    // q and w as the algorithm's table row presents a rule (limiters/algorithms/table.hpp).
+    const auto& row = limiters::algorithm_facts(layer.limiter->algo);
+    h.quota = row.header_quota(p);
+    h.window_s = row.header_window_s(p);
     return h;
 }
 

@@ -1,26 +1,17 @@
-// The types every C++ twin shares: a rule's parameters, a layer as the evaluator sees it, one
-// layer's verdict on one request and a layer's stored state.
+// The types every C++ twin shares: a layer as the evaluator sees it (its rules as rule_params,
+// table.hpp), one layer's verdict on one request and a layer's stored state.
 //
 // Units: time in microseconds (as doubles holding integers), permits as doubles.
 // State: a flat vector of doubles per layer (all rules concatenated); sliding_window_log keeps
 // a log of (time µs, permits) entries instead, like its Redis ZSET.
 #pragma once
 
-#include <array>
 #include <vector>
 
 #include "config/config.hpp"
+#include "limiters/algorithms/table.hpp"
 
 namespace rategate::limiters {
-
-/// An algorithm's rule as four numbers, in the order the Lua script receives them:
-///   fixed_window, sliding_window_log:  limit, window µs
-///   sliding_window_counter:            limit, window µs, buckets
-///   leaky_bucket:                      rate, period µs, capacity
-///   token_bucket, gcra:                rate, period µs, burst
-///   smooth_bursty:                     rate /s, max_burst_seconds, idle_ttl µs
-///   smooth_warming_up:                 rate /s, warmup_period µs, cold_factor
-using rule_params = std::array<double, 4>;
 
 /// A layer as the evaluator sees it: algorithm, rules, shadow flag and delay (µs, 0 = none).
 struct layer_spec {
@@ -29,7 +20,7 @@ struct layer_spec {
     bool shadow = false;
     double delay_us = 0;
     /// True for algorithms that admit a request with a reservation (debt) in delay mode.
-    bool reservable() const;
+    bool reservable() const { return algorithm_facts(algo).reservable; }
 };
 
 /// How one layer judged one request.

@@ -26,7 +26,8 @@ struct rule_outcome {
 
 // Folds each rule's outcome into the layer's verdict: the layer admits only if every rule
 // does; its headers follow the rejecting rule with the longest retry, else the rule with the
-// fewest permits left (first on ties). Twin: fold() in limiters/lua/00_prelude.lua.
+// fewest permits left (first on ties). Twins: the fold in eval_plain (limiters/lua/90_chain.lua)
+// and in log_eval (limiters/lua/20_sliding_window_log.lua).
 struct verdict_fold {
     verdict v{.allowed = true};
     double best_remaining = std::numeric_limits<double>::infinity();

@@ -1,5 +1,5 @@
 -- rategate chain script, assembled at build time from limiters/lua/*.lua in name order.
--- Every algorithm mirrors limiters/algorithms.cpp line for line (same double arithmetic in
+-- Every algorithm mirrors limiters/algorithms/<algorithm>.cpp line for line (same arithmetic in
 -- the same order), so Redis and the in-process twin give identical decisions.
 -- A rule function gets (p, st, off, now, cost, delay, out): p = the rule's four numbers,
 -- st = the layer's state numbers (nil for a new key), off = this rule's offset in st and out.

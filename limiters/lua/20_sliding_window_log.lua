@@ -1,5 +1,5 @@
 -- sliding_window_log: one ZSET entry per admitted request, score = time µs, exact. Mirrors
--- sliding_window_log() in limiters/algorithms.cpp without reading the whole log: members are
+-- limiters/algorithms/sliding_window_log.cpp without reading the whole log: members are
 -- "c:p" with p the permits and c the running total of permits, zero-padded so that entries
 -- with one score sort by c (so the permits in a window are c(newest) - c(first in window) +
 -- p(first), two O(log N) lookups). A non-integer cost makes
@@ -104,9 +104,9 @@ local function log_rule(L, i, t, window, limit, cost)
 end
 
 -- Decides one request for a log layer; returns allowed, wait, retry, remaining, reset, rule, t.
--- Folds the rules as fold() in algorithms.cpp: the layer admits only if every rule does; its
--- headers follow the rejecting rule with the longest retry, else the rule with the fewest
--- permits left (first on ties).
+-- Folds the rules as verdict_fold in limiters/algorithms/twin.hpp: the layer admits only if
+-- every rule does; its headers follow the rejecting rule with the longest retry, else the rule
+-- with the fewest permits left (first on ties).
 local function log_eval(spec, L, now, cost)
   local t = now
   if L.newest then t = max(now, L.newest) end

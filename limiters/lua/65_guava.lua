@@ -1,7 +1,7 @@
 -- Guava SmoothRateLimiter, shared by smooth_bursty and smooth_warming_up: tryAcquire(cost,
 -- timeout = delay) at time t — canAcquire, then resync and reserveEarliestAvailable.
 -- stored_wait(stored, spend) is the subclass's storedPermitsToWaitTime. Mirrors guava_acquire()
--- in limiters/algorithms.cpp. Returns ok, reserved, wait, retry, stored, next_free.
+-- in limiters/algorithms/guava.hpp. Returns ok, reserved, wait, retry, stored, next_free.
 local function guava_acquire(stored, next_free, t, cost, delay, max_permits, cool_down, stable, stored_wait)
   if next_free - delay > t then
     return false, false, 0, ceil(next_free - t), stored, next_free

@@ -382,3 +382,48 @@ TEST_CASE("every algorithm: very low (0.01/s) and very high (1e6/s) rates") {
             CHECK(fast.passes(t0 + 2 * s, 2000) == high_burst);  // 1 ms stored + 1
     }
 }
+
+TEST_CASE(
+    "the algorithm table: one row per algorithm, names and codes as the config and Lua know") {
+    std::vector<int> codes;
+    for (std::size_t i = 0; i < algorithm_table.size(); ++i) {
+        const auto& row = algorithm_table[i];
+        CAPTURE(row.name);
+        CHECK(static_cast<std::size_t>(row.algo) == i);
+        CHECK(std::string(rategate::config::to_string(row.algo)) == row.name);
+        CHECK(find_algorithm(row.name) == &row);
+        // The Lua twin is named after the algorithm, and A[code] is the row's code.
+        CHECK(std::string(row.lua).ends_with(std::string(row.name) + ".lua"));
+        codes.push_back(row.code);
+        CHECK(row.fields[0] != nullptr);
+        CHECK((row.capacity_field < 0 || row.fields[row.capacity_field] != nullptr));
+        CHECK((row.reservable ==
+               (row.algo != algorithm::fixed_window && row.algo != algorithm::sliding_window_log &&
+                row.algo != algorithm::sliding_window_counter)));
+    }
+    CHECK(codes == std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8});
+    CHECK(find_algorithm("tokenbucket") == nullptr);
+}
+
+TEST_CASE("the algorithm table: a rule's parameters are its fields in the row's order") {
+    rategate::config::rule_config r;
+    r.limit = 7;
+    r.window = rategate::config::micros(2'000'000);
+    r.buckets = 4;
+    r.rate = 3.5;
+    r.period = rategate::config::micros(1'000'000);
+    r.burst = 9;
+    r.capacity = 6;
+    r.max_burst_seconds = 1.5;
+    r.idle_ttl = rategate::config::micros(10'000'000);
+    r.warmup_period = rategate::config::micros(3'000'000);
+    r.cold_factor = 2.5;
+    CHECK(to_params(algorithm::fixed_window, r) == rule_params{7, 2e6, 0, 0});
+    CHECK(to_params(algorithm::sliding_window_log, r) == rule_params{7, 2e6, 0, 0});
+    CHECK(to_params(algorithm::sliding_window_counter, r) == rule_params{7, 2e6, 4, 0});
+    CHECK(to_params(algorithm::leaky_bucket, r) == rule_params{3.5, 1e6, 6, 0});
+    CHECK(to_params(algorithm::token_bucket, r) == rule_params{3.5, 1e6, 9, 0});
+    CHECK(to_params(algorithm::gcra, r) == rule_params{3.5, 1e6, 9, 0});
+    CHECK(to_params(algorithm::smooth_bursty, r) == rule_params{3.5, 1.5, 10e6, 0});
+    CHECK(to_params(algorithm::smooth_warming_up, r) == rule_params{3.5, 3e6, 2.5, 0});
+}
