@@ -117,8 +117,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     const bool websocket = route.websocket &&
                            beast::iequals(req[http::field::upgrade], "websocket") &&
                            http::token_list{req[http::field::connection]}.exists("upgrade");
-    record.request_id =
-        rewrite_request_headers(req, {peer_ip, client.tls ? "https" : "http"}, make_request_id());
+    record.request_id = rewrite_request_headers(req, {peer_ip, client.tls ? "https" : "http"});
     const auto& request_id = record.request_id;
     if (!route.strip_prefix.empty())
         req.target(strip_path_prefix(req.target(), route.strip_prefix));

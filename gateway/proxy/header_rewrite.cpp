@@ -18,34 +18,6 @@ constexpr std::string_view via_value = "1.1 rategate";
 
 using h1::trim;
 
-// Replaces every field line of `name` by one: all their list elements in order (RFC 9110 §5.3),
-// then `value`, joined with ", ". With `split`, each line is split at ',' and empty elements
-// dropped (X-Forwarded-For); without, each non-empty line is kept whole (Via, whose comments may
-// hold commas).
-template <class Name>
-void append_list(http::fields& f, Name name, std::string_view value, bool split) {
-    std::string joined;
-    auto add = [&joined](std::string_view element) {
-        element = trim(element);
-        if (element.empty()) return;
-        if (!joined.empty()) joined += ", ";
-        joined += element;
-    };
-    for (auto [it, end] = f.equal_range(name); it != end; ++it) {
-        std::string_view line = it->value();
-        if (!split) {
-            add(line);
-            continue;
-        }
-        for (auto comma = line.find(','); comma != std::string_view::npos; comma = line.find(',')) {
-            add(line.substr(0, comma));
-            line.remove_prefix(comma + 1);
-        }
-        add(line);
-    }
-    add(value);
-    f.set(name, joined);
-}
 }  // namespace
 
 void remove_hop_by_hop(http::fields& f) {
@@ -81,27 +53,138 @@ void remove_hop_by_hop(http::fields& f) {
     }
 }
 
+namespace {
+
+// The fields the rewrites read or replace, gathered in one pass over the field list.
+enum class rewritten { none, forwarded_for, forwarded_proto, forwarded_host, request_id };
+
+rewritten classify(const http::fields::value_type& field) {
+    if (field.name() != http::field::unknown) return rewritten::none;
+    auto n = field.name_string();
+    if (n.size() == 15 && boost::beast::iequals(n, "X-Forwarded-For"))
+        return rewritten::forwarded_for;
+    if (n.size() == 17 && boost::beast::iequals(n, "X-Forwarded-Proto"))
+        return rewritten::forwarded_proto;
+    if (n.size() == 16 && boost::beast::iequals(n, "X-Forwarded-Host"))
+        return rewritten::forwarded_host;
+    if (n.size() == 12 && boost::beast::iequals(n, "X-Request-Id")) return rewritten::request_id;
+    return rewritten::none;
+}
+
+// Appends the list elements of one field line to `joined` (", " between elements); `split`:
+// at each ',' (X-Forwarded-For), else the line whole (Via, whose comments may hold commas).
+void append_elements(std::string& joined, std::string_view line, bool split) {
+    auto add = [&joined](std::string_view element) {
+        element = trim(element);
+        if (element.empty()) return;
+        if (!joined.empty()) joined += ", ";
+        joined += element;
+    };
+    if (!split) return add(line);
+    for (auto comma = line.find(','); comma != std::string_view::npos; comma = line.find(',')) {
+        add(line.substr(0, comma));
+        line.remove_prefix(comma + 1);
+    }
+    add(line);
+}
+
+// One pass over `f`: hop-by-hop fields (and those Connection names) erased, Via lines merged
+// into `via`, and for a request X-Forwarded-For lines merged into `forwarded_for`,
+// X-Forwarded-Proto/-Host erased (they are set anew), the first Host and X-Request-Id values
+// copied out. The same result as remove_hop_by_hop() followed by a find per name.
+struct gathered {
+    std::string forwarded_for, via, host, request_id;
+    bool has_host = false, has_request_id = false;
+};
+gathered gather(http::fields& f, bool request) {
+    gathered g;
+    std::vector<std::string> named;  // copies: the Connection field itself is erased below
+    for (auto [it, end] = f.equal_range(http::field::connection); it != end; ++it)
+        for (auto token : http::token_list{it->value()})
+            named.emplace_back(token);
+    for (auto it = f.begin(); it != f.end();) {
+        bool drop = false;
+        switch (it->name()) {
+            case http::field::connection:
+            case http::field::keep_alive:
+            case http::field::proxy_connection:
+            case http::field::te:
+            case http::field::trailer:
+            case http::field::upgrade:
+            case http::field::expect:
+                drop = true;
+                break;
+            // Never let a client strip our framing or Host through Connection.
+            case http::field::content_length:
+            case http::field::transfer_encoding:
+                break;
+            case http::field::host:
+                if (!g.has_host) g.host = it->value(), g.has_host = true;
+                break;
+            default:
+                for (const auto& n : named)
+                    if (boost::beast::iequals(n, it->name_string())) drop = true;
+                if (drop) break;
+                if (it->name() == http::field::via) {
+                    append_elements(g.via, it->value(), false);
+                    drop = true;
+                    break;
+                }
+                switch (classify(*it)) {
+                    case rewritten::forwarded_for:
+                        if (!request) break;
+                        append_elements(g.forwarded_for, it->value(), true);
+                        drop = true;
+                        break;
+                    case rewritten::forwarded_proto:
+                    case rewritten::forwarded_host:
+                        drop = request;
+                        break;
+                    case rewritten::request_id:
+                        if (!g.has_request_id) g.request_id = it->value(), g.has_request_id = true;
+                        break;
+                    case rewritten::none:
+                        break;
+                }
+        }
+        it = drop ? f.erase(it) : std::next(it);
+    }
+    return g;
+}
+
+template <class MakeId>
+std::string rewrite_request(http::fields& f, const client_info& client, MakeId&& make_id) {
+    auto g = gather(f, true);
+    append_elements(g.forwarded_for, client.peer_ip, true);
+    f.insert("X-Forwarded-For", g.forwarded_for);
+    f.insert("X-Forwarded-Proto", client.proto);
+    if (g.has_host) f.insert("X-Forwarded-Host", g.host);
+    append_elements(g.via, via_value, false);
+    f.insert(http::field::via, g.via);
+    if (g.has_request_id && !g.request_id.empty() && g.request_id.size() <= 200)
+        return std::move(g.request_id);
+    std::string id = make_id();
+    if (g.has_request_id) f.erase("X-Request-Id");
+    f.insert("X-Request-Id", id);
+    return id;
+}
+
+}  // namespace
+
 std::string rewrite_request_headers(http::fields& f, const client_info& client,
                                     std::string_view new_request_id) {
-    remove_hop_by_hop(f);
-    append_list(f, "X-Forwarded-For", client.peer_ip, true);
-    f.set("X-Forwarded-Proto", client.proto);
-    if (auto host = f.find(http::field::host); host != f.end())
-        f.set("X-Forwarded-Host", host->value());
-    else
-        f.erase("X-Forwarded-Host");
-    append_list(f, http::field::via, via_value, false);
-    auto id = f.find("X-Request-Id");
-    if (id != f.end() && !id->value().empty() && id->value().size() <= 200)
-        return std::string(id->value());
-    f.set("X-Request-Id", new_request_id);
-    return std::string(new_request_id);
+    return rewrite_request(f, client, [&] { return std::string(new_request_id); });
+}
+
+std::string rewrite_request_headers(http::fields& f, const client_info& client) {
+    return rewrite_request(f, client, make_request_id);
 }
 
 void rewrite_response_headers(http::fields& f, std::string_view request_id) {
-    remove_hop_by_hop(f);
-    append_list(f, http::field::via, via_value, false);
-    if (f.find("X-Request-Id") == f.end()) f.set("X-Request-Id", request_id);
+    auto g = gather(f, false);
+    append_elements(g.via, via_value, false);
+    f.insert(http::field::via, g.via);
+    if (!g.has_request_id) f.insert("X-Request-Id", request_id);
 }
 
 std::string make_request_id() {

@@ -24,6 +24,9 @@ struct client_info {
 /// (RFC 9110 §5.3 list semantics); X-Forwarded-Proto and X-Forwarded-Host overwritten; Via
 /// lines merged the same way with ours added; X-Request-Id kept or set to `new_request_id`.
 /// Returns the request id in force.
+/// One pass over the field list; the request id is made only when the request has none.
+std::string rewrite_request_headers(boost::beast::http::fields& f, const client_info& client);
+/// The same with `new_request_id` as the id to set when the request has none.
 std::string rewrite_request_headers(boost::beast::http::fields& f, const client_info& client,
                                     std::string_view new_request_id);
 
