@@ -16,7 +16,7 @@
 #include "limiters/local/over_limit_cache.hpp"
 #include "limiters/policy.hpp"
 #include "limiters/redis/connection.hpp"
-#include "limiters/redis_chain.hpp"
+#include "limiters/redis/redis_chain.hpp"
 #include "replay/trace.hpp"
 
 namespace rategate::gateway {

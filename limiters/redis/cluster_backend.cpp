@@ -20,7 +20,7 @@
 #include "limiters/redis/chain_codec.hpp"
 #include "limiters/redis/cluster.hpp"
 #include "limiters/redis/cluster_slots.hpp"
-#include "limiters/refund.hpp"
+#include "limiters/redis/refund.hpp"
 
 namespace rategate::limiters {
 

@@ -18,7 +18,7 @@
 
 #include "limiters/keys.hpp"
 #include "limiters/redis/connection.hpp"
-#include "limiters/redis_chain.hpp"
+#include "limiters/redis/redis_chain.hpp"
 #include "tests/redis/chain_test_util.hpp"
 #include "tests/support/redis_server.hpp"
 

@@ -16,8 +16,8 @@
 #include <boost/asio/use_future.hpp>
 
 #include "limiters/redis/connection.hpp"
-#include "limiters/redis_chain.hpp"
-#include "limiters/refund.hpp"
+#include "limiters/redis/redis_chain.hpp"
+#include "limiters/redis/refund.hpp"
 #include "tests/redis/chain_test_util.hpp"
 #include "tests/support/redis_server.hpp"
 
