@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "limiters/redis/connection.hpp"
-#include "limiters/redis/sentinel.hpp"
+#include "limiters/redis/endpoint.hpp"
 
 namespace rategate::limiters::redis {
 
