@@ -1,7 +1,7 @@
 // Redis Sentinel replies, sans-I/O
 // (https://redis.io/docs/latest/operate/oss_and_stack/management/sentinel/): the answer to SENTINEL
 // get-master-addr-by-name and the +switch-master event of the Pub/Sub channel.
-// limiters/redis/connection.cpp asks and subscribes.
+// limiters/redis/sentinel_watcher.cpp asks and subscribes.
 #pragma once
 
 #include <optional>
