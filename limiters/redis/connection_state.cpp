@@ -136,8 +136,10 @@ net::awaitable<std::error_code> connection::impl::connect() {
     if (state != phase::connecting) co_return make_error_code(client_error::stopped);
     connect_deadline = clock::now() + settings.connect_timeout;
     std::string why;
-    auto closed = [this] { return state == phase::closed; };
-    if (auto ec = co_await open_socket(socket, target, connect_deadline, why, closed)) {
+    // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.
+    std::function<bool()> closed = [this] { return state == phase::closed; };
+    auto ec = co_await open_socket(socket, target, connect_deadline, why, closed);
+    if (ec) {
         last_error = why;
         co_return ec;
     }

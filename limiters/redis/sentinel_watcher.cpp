@@ -54,7 +54,8 @@ std::string sentinel_watcher::auth_command() const {
 
 net::awaitable<std::error_code> sentinel_watcher::discover(endpoint& master, std::string& why) {
     const auto& st = *settings_.sentinel;
-    auto closed = [this] { return state_ == connection::phase::closed; };
+    // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.
+    std::function<bool()> closed = [this] { return state_ == connection::phase::closed; };
     std::string tried;
     for (std::size_t k = 0; k < st.nodes.size(); ++k) {
         if (state_ != connection::phase::connecting)
@@ -65,7 +66,9 @@ net::awaitable<std::error_code> sentinel_watcher::discover(endpoint& master, std
         auto deadline = clock::now() + settings_.command_timeout;
         std::string failed;
         std::optional<std::vector<reply>> replies;
-        if (!co_await open_socket(ask_socket_, endpoint{host, port}, deadline, failed, closed)) {
+        endpoint node{host, port};
+        auto opened = co_await open_socket(ask_socket_, node, deadline, failed, closed);
+        if (!opened) {
             std::vector<std::string> cmds;
             if (auto auth = auth_command(); !auth.empty()) cmds.push_back(std::move(auth));
             cmds.push_back(command("SENTINEL", "get-master-addr-by-name", st.master));
@@ -93,15 +96,17 @@ net::awaitable<std::error_code> sentinel_watcher::discover(endpoint& master, std
 
 net::awaitable<void> sentinel_watcher::watch() {
     const auto& st = *settings_.sentinel;
-    auto closed = [this] { return state_ == connection::phase::closed; };
+    // Named: g++ 12 mishandles non-trivial temporaries in a co_await expression.
+    std::function<bool()> closed = [this] { return state_ == connection::phase::closed; };
     std::size_t idx = preferred_;
     auto backoff = settings_.backoff_min;
     while (!ending()) {
         const auto& [host, port] = st.nodes[idx % st.nodes.size()];
         std::string why;
-        if (!co_await open_socket(sub_socket_, endpoint{host, port},
-                                  clock::now() + settings_.connect_timeout, why, closed))
-            co_await subscribed(backoff);
+        endpoint node{host, port};
+        auto deadline = clock::now() + settings_.connect_timeout;
+        auto opened = co_await open_socket(sub_socket_, node, deadline, why, closed);
+        if (!opened) co_await subscribed(backoff);
         boost::system::error_code ignored;
         sub_socket_.close(ignored);
         if (ending()) break;

@@ -19,9 +19,8 @@ namespace {
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 }  // namespace
 
-net::awaitable<std::error_code> open_socket(tcp::socket& s, const endpoint& to,
-                                            clock::time_point deadline, std::string& why,
-                                            const std::function<bool()>& stopped) {
+net::awaitable<std::error_code> open_socket(tcp::socket& s, endpoint to, clock::time_point deadline,
+                                            std::string& why, std::function<bool()> stopped) {
     auto ex = s.get_executor();
     boost::system::error_code ignored;
     s.close(ignored);

@@ -23,11 +23,10 @@ namespace rategate::limiters::redis {
 /// Resolves `to` and connects `s` (replaced by a fresh socket on its executor) before
 /// `deadline`, with TCP_NODELAY. Errors: timeout, not_connected (`why` says which step failed
 /// and how), or stopped when `stopped` (may be empty) says so once the name is resolved.
-boost::asio::awaitable<std::error_code> open_socket(boost::asio::ip::tcp::socket& s,
-                                                    const endpoint& to,
+boost::asio::awaitable<std::error_code> open_socket(boost::asio::ip::tcp::socket& s, endpoint to,
                                                     std::chrono::steady_clock::time_point deadline,
                                                     std::string& why,
-                                                    const std::function<bool()>& stopped = {});
+                                                    std::function<bool()> stopped = {});
 
 /// How a round trip on a socket ended.
 enum class trip { done, write_failed, timed_out, closed, garbled };
