@@ -17,7 +17,7 @@
 #include <regex>
 
 #include "limiters/redis/connection.hpp"
-#include "limiters/redis_chain.hpp"
+#include "limiters/redis/redis_chain.hpp"
 
 namespace net = boost::asio;
 namespace po = boost::program_options;

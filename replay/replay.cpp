@@ -16,7 +16,7 @@
 #include "gateway/limiting/pipeline.hpp"
 #include "limiters/redis/connection.hpp"
 #include "limiters/redis/redis_backend.hpp"
-#include "limiters/redis_chain.hpp"
+#include "limiters/redis/redis_chain.hpp"
 #include "replay/trace.hpp"
 
 namespace rategate::replay {
@@ -65,12 +65,13 @@ struct redis_store {
                 {"chain", std::string(limiters::chain_script())}}));
         auto& conn = *connections.front();
         conn.start();
-        auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-        while (conn.state() == limiters::redis::connection::health::down &&
-               std::chrono::steady_clock::now() < until)
-            ioc.run_one_for(std::chrono::milliseconds(10));
-        if (conn.state() == limiters::redis::connection::health::down)
-            throw std::runtime_error("cannot reach Redis: " + conn.last_error());
+        // Readiness is a signal: wait for it (5 s at most), nothing polls.
+        auto up = net::co_spawn(
+            ioc, conn.wait_up(std::chrono::steady_clock::now() + std::chrono::seconds(5)),
+            net::use_future);
+        while (up.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+            ioc.run_one();
+        if (!up.get()) throw std::runtime_error("cannot reach Redis: " + conn.last_error());
         backend = std::make_unique<limiters::redis_backend>(ioc.get_executor(), connections,
                                                             /*redis_clock=*/false);
     }

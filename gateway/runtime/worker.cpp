@@ -11,8 +11,8 @@
 #include "limiters/redis/cluster.hpp"
 #include "limiters/redis/cluster_backend.hpp"
 #include "limiters/redis/redis_backend.hpp"
-#include "limiters/redis_chain.hpp"
-#include "limiters/refund.hpp"
+#include "limiters/redis/redis_chain.hpp"
+#include "limiters/redis/refund.hpp"
 
 namespace rategate::gateway {
 

@@ -3,6 +3,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -15,6 +16,7 @@ namespace rategate::limiters::redis {
 
 namespace net = boost::asio;
 using clock = std::chrono::steady_clock;
+using namespace net::experimental::awaitable_operators;
 
 namespace {
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
@@ -23,17 +25,19 @@ std::string name_of(const endpoint& e) {
     return e.host + ":" + std::to_string(e.port);
 }
 
-// Waits (polling, 1 ms) until the new connection `c` is ready or has failed a connect (it
-// then names an error), or `deadline` passes.
+// True while `c` is still on its first way up: connecting or handshaking, with no failed
+// attempt yet (a failed one names an error).
+bool still_coming_up(const connection& c) {
+    auto p = c.current_phase();
+    return (p == connection::phase::idle || p == connection::phase::connecting ||
+            p == connection::phase::handshaking) &&
+           c.last_error().empty();
+}
+
+// Waits until the new connection `c` is ready or has failed a connect, or `deadline` passes.
 net::awaitable<void> until_ready(connection& c, clock::time_point deadline) {
-    auto ex = co_await net::this_coro::executor;
-    net::steady_timer t(ex);
-    while (c.current_phase() != connection::phase::ready &&
-           c.current_phase() != connection::phase::closed && c.last_error().empty() &&
-           clock::now() < deadline) {
-        t.expires_after(std::chrono::milliseconds(1));
-        co_await t.async_wait(use_nothrow);
-    }
+    while (still_coming_up(c) && clock::now() < deadline)
+        co_await c.wait_change(deadline);
 }
 }  // namespace
 
@@ -65,6 +69,7 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
         out.rechecks += s.rechecks;
     }
     net::steady_timer wake;
+    net::steady_timer ready_changed;  ///< never expires: wait_ready() waits on it; cancel() wakes
     bool refresh_wanted = true;
     bool started = false;
     bool stopping = false;
@@ -73,7 +78,11 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
     tally counts;
 
     impl(net::any_io_executor e, cluster_settings s, std::vector<script> sc)
-        : ex(std::move(e)), settings(std::move(s)), scripts(std::move(sc)), wake(ex) {}
+        : ex(std::move(e)),
+          settings(std::move(s)),
+          scripts(std::move(sc)),
+          wake(ex),
+          ready_changed(ex, clock::time_point::max()) {}
 
     connection_settings settings_for(const endpoint& e) const {
         auto s = settings.node;
@@ -89,6 +98,10 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
         auto it = nodes.find(name);
         if (it != nodes.end()) return it->second;
         auto c = std::make_unique<connection>(ex, settings_for(e), scripts);
+        // A master's connection changing may change ready(): wake wait_ready().
+        c->on_change([w = weak_from_this()] {
+            if (auto self = w.lock()) self->ready_changed.cancel();
+        });
         if (started && !stopping) c->start();
         return nodes.emplace(name, node{e, std::move(c)}).first->second;
     }
@@ -198,6 +211,7 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
         owners = std::move(next_owners);
         map = std::move(next);
         ++map_version;
+        ready_changed.cancel();
         return true;
     }
 
@@ -227,15 +241,13 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
             auto where = n->where;
             auto name = name_of(where);
             auto it = nodes.find(name);
-            net::steady_timer t(ex);
             // A node that failed a connect (it names an error) is not waited for: the call
             // fails at once, for the route's on_redis_error.
             while (it != nodes.end() && clock::now() < deadline &&
                    it->second.conn->last_error().empty() &&
                    (it->second.conn->current_phase() == connection::phase::connecting ||
                     it->second.conn->current_phase() == connection::phase::handshaking)) {
-                t.expires_after(std::chrono::milliseconds(1));
-                co_await t.async_wait(use_nothrow);
+                co_await it->second.conn->wait_change(deadline);
                 it = nodes.find(name);
             }
             if (it == nodes.end()) {
@@ -274,6 +286,16 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
         co_return r;
     }
 
+    net::awaitable<bool> wait_ready(clock::time_point deadline) {
+        auto self = shared_from_this();
+        net::steady_timer until(ex, deadline);
+        for (;;) {
+            if (ready()) co_return true;
+            if (stopping || clock::now() >= deadline) co_return false;
+            co_await (ready_changed.async_wait(use_nothrow) || until.async_wait(use_nothrow));
+        }
+    }
+
     bool ready() const {
         if (!map || !map->complete()) return false;
         for (const auto* o : owners)
@@ -300,6 +322,7 @@ void cluster::start() {
 void cluster::stop() {
     impl_->stopping = true;
     impl_->wake.cancel();
+    impl_->ready_changed.cancel();
     for (auto& [name, n] : impl_->nodes)
         n.conn->stop();
 }
@@ -307,6 +330,7 @@ void cluster::stop() {
 void cluster::close() {
     impl_->stopping = true;
     impl_->wake.cancel();
+    impl_->ready_changed.cancel();
     for (auto& [name, n] : impl_->nodes)
         n.conn->close();
     for (auto& c : impl_->retired)
@@ -339,6 +363,11 @@ net::awaitable<result> cluster::eval_on_master(std::size_t master, std::uint64_t
     auto r = co_await i->owners[master]->conn->eval(index, {}, args);
     if (r.ec && r.ec != client_error::timeout) i->want_refresh();
     co_return r;
+}
+
+net::awaitable<bool> cluster::wait_ready(std::chrono::steady_clock::time_point deadline) {
+    auto i = impl_;
+    co_return co_await i->wait_ready(deadline);
 }
 
 bool cluster::ready() const {

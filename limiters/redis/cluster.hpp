@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "limiters/redis/connection.hpp"
-#include "limiters/redis/sentinel.hpp"
+#include "limiters/redis/endpoint.hpp"
 
 namespace rategate::limiters::redis {
 
@@ -76,6 +76,10 @@ class cluster {
 
     /// Every slot has a master and every master's connection is up (SPEC §2: /readyz).
     bool ready() const;
+    /// Readiness without polling: completes with true once ready() holds (a map read, a
+    /// master's connection coming up), with false at `deadline` or once the cluster stops; at
+    /// once when ready now. Call it on the executor's thread.
+    boost::asio::awaitable<bool> wait_ready(std::chrono::steady_clock::time_point deadline);
     /// Changes whenever the map changes or a master's connection reconnects.
     std::uint64_t epoch() const;
     /// The masters' connections' counters, summed.

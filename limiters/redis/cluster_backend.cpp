@@ -20,7 +20,8 @@
 #include "limiters/redis/chain_codec.hpp"
 #include "limiters/redis/cluster.hpp"
 #include "limiters/redis/cluster_slots.hpp"
-#include "limiters/refund.hpp"
+#include "limiters/redis/group_commit.hpp"
+#include "limiters/redis/refund.hpp"
 
 namespace rategate::limiters {
 
@@ -187,14 +188,9 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
 
     using item = std::pair<pending*, part*>;
 
-    // Group commit per master, as the single-server backend per connection: one call in flight
-    // to each master; parts that arrive meanwhile wait for its reply and go together next.
-    struct master_queue {
-        std::vector<item> items;
-        bool busy = false;
-    };
-    std::unordered_map<std::size_t, master_queue> masters;  // by index in the map of `routed`
-    std::uint64_t routed = 0;                               // that map's version
+    // Group commit per master (group_commit.hpp), as the single-server backend per connection.
+    std::unordered_map<std::size_t, redis::group_commit<item>> masters;  // by index in `routed`
+    std::uint64_t routed = 0;  // the version of the map the masters' queues follow
 
     void flush() {
         flush_posted = false;
@@ -210,15 +206,17 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         }
         // The map changed: what still waits is routed again, by the new map.
         if (store.map_version() != routed) {
-            for (auto& [m, q] : masters)
-                fresh.insert(fresh.end(), q.items.begin(), q.items.end());
+            for (auto& [m, q] : masters) {
+                auto waiting = q.take_all();
+                fresh.insert(fresh.end(), waiting.begin(), waiting.end());
+            }
             masters.clear();
             routed = store.map_version();
         }
         std::unordered_map<std::uint16_t, std::vector<item>> masterless;
         for (auto& it : fresh) {
             if (auto m = store.master_of(it.second->slot))
-                masters[*m].items.push_back(it);
+                masters.try_emplace(*m, max_batch).first->second.push(it);
             else
                 masterless[it.second->slot].push_back(it);
         }
@@ -226,11 +224,11 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         // cluster's redirection.
         for (auto& [slot, items] : masterless)
             for (std::size_t i = 0; i < items.size(); i += max_batch)
-                net::co_spawn(ex, send(slot, take(items, i)), net::detached);
+                net::co_spawn(ex, send(slot, slice(items, i)), net::detached);
         pump();
     }
 
-    static std::vector<item> take(const std::vector<item>& items, std::size_t from) {
+    static std::vector<item> slice(const std::vector<item>& items, std::size_t from) {
         auto end = std::min(items.size(), from + max_batch);
         return {items.begin() + static_cast<std::ptrdiff_t>(from),
                 items.begin() + static_cast<std::ptrdiff_t>(end)};
@@ -238,14 +236,9 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
 
     // Sends the next call to every idle master with parts waiting.
     void pump() {
-        for (auto& [m, q] : masters) {
-            if (q.busy || q.items.empty()) continue;
-            auto chunk = take(q.items, 0);
-            q.items.erase(q.items.begin(),
-                          q.items.begin() + static_cast<std::ptrdiff_t>(chunk.size()));
-            q.busy = true;
-            net::co_spawn(ex, send_to_master(m, routed, std::move(chunk)), net::detached);
-        }
+        for (auto& [m, q] : masters)
+            if (auto chunk = q.take(); !chunk.empty())
+                net::co_spawn(ex, send_to_master(m, routed, std::move(chunk)), net::detached);
     }
 
     // A flush behind the handlers queued now; a backend gone by then (a reload dropped it)
@@ -261,7 +254,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
     void master_done(std::size_t m, std::uint64_t version) {
         if (version == routed) {
             auto it = masters.find(m);
-            if (it != masters.end()) it->second.busy = false;
+            if (it != masters.end()) it->second.done();
         }
         post_flush();
     }

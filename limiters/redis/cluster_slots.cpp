@@ -1,5 +1,7 @@
 #include "limiters/redis/cluster_slots.hpp"
 
+#include "limiters/redis/sentinel.hpp"
+
 #include <array>
 #include <charconv>
 #include <map>

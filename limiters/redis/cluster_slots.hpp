@@ -14,8 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "limiters/redis/endpoint.hpp"
 #include "limiters/redis/reply.hpp"
-#include "limiters/redis/sentinel.hpp"
 
 namespace rategate::limiters::redis {
 

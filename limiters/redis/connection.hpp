@@ -13,12 +13,17 @@
 // Every pending request's reply slot is owned by the connection (shared with its waiter), and
 // every way out of a phase completes every pending request exactly once, with an error when
 // there is no reply: connection_lost, handshake_failed, timeout, stopped.
+//
+// Where the parts are: connection.cpp (the call path: exec, eval, the direct write),
+// connection_state.cpp (the state machine), handshake.hpp (the connect handshake, sans-I/O),
+// socket_ops.hpp (resolve, connect, short exchanges), sentinel_watcher.hpp (Sentinel).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +31,7 @@
 #include <system_error>
 #include <vector>
 
+#include "limiters/redis/handshake.hpp"
 #include "limiters/redis/multiplexer.hpp"
 #include "limiters/redis/reply.hpp"
 
@@ -57,12 +63,6 @@ struct connection_settings {
     /// The server must be a master (ROLE on connect and on re-checks). False for a connection
     /// that only reads cluster metadata, which any node answers.
     bool require_master = true;
-};
-
-/// A Lua script loaded on every connect and called by SHA1.
-struct script {
-    std::string name;
-    std::string source;
 };
 
 /// The outcome of one command: a transport error, or a reply (which may be an error reply).
@@ -111,6 +111,21 @@ class connection {
                                         const std::vector<std::string_view>& keys,
                                         const std::vector<std::string_view>& args,
                                         bool asking = false);
+
+    /// Readiness without polling: completes with true once the connection is ready (a
+    /// handshake completed), with false once it stops (draining, closed) or at `deadline`; at
+    /// once when one of these holds already. Failed connect attempts meanwhile are waited
+    /// through. Call it on the executor's thread; the connection may be destroyed meanwhile
+    /// (the wait then ends with false).
+    boost::asio::awaitable<bool> wait_up(std::chrono::steady_clock::time_point deadline);
+    /// Completes at the next change (a new phase, or a connect attempt that failed: last_error()
+    /// names it) with true, or at `deadline` with false. For callers that stop waiting on a
+    /// failed attempt too (a cluster's new node), or that publish every change.
+    boost::asio::awaitable<bool> wait_change(std::chrono::steady_clock::time_point deadline);
+    /// Calls `hook` synchronously, on the executor's thread, at every change that ends a
+    /// wait_change() (replacing an earlier hook; empty: none). The hook must not call into the
+    /// connection or destroy it; it may run inside close() and the destructor.
+    void on_change(std::function<void()> hook);
 
     /// connected; degraded (connected, but a call timed out or Redis answered with an
     /// unavailable error in the last second); down.

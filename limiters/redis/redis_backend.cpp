@@ -14,6 +14,7 @@
 
 #include "limiters/redis/chain_codec.hpp"
 #include "limiters/redis/connection.hpp"
+#include "limiters/redis/group_commit.hpp"
 
 namespace rategate::limiters {
 
@@ -35,26 +36,15 @@ struct redis_backend::impl {
     std::vector<std::unique_ptr<redis::connection>>& conns;
     bool redis_clock;
     call_observer observer;
-    std::vector<pending*> queue;
+    // Group commit: one call in flight per connection (group_commit.hpp).
+    redis::group_commit<pending*> queue{max_batch, conns.size()};
     bool flush_posted = false;
     std::size_t next = 0;
 
-    // Group commit: one call in flight per connection. Decisions that arrive while Redis
-    // works on a call wait for its reply and go together in the next one, so a busy loop sends
-    // fewer, larger calls (Redis time per decision falls with the batch size) at the cost of
-    // at most one round trip of waiting.
-    std::size_t in_flight = 0;
-
     void flush() {
         flush_posted = false;
-        while (!queue.empty() && in_flight < conns.size()) {
-            auto n = std::min(max_batch, queue.size());
-            std::vector<pending*> chunk(queue.begin(),
-                                        queue.begin() + static_cast<std::ptrdiff_t>(n));
-            queue.erase(queue.begin(), queue.begin() + static_cast<std::ptrdiff_t>(n));
-            ++in_flight;
+        for (auto chunk = queue.take(); !chunk.empty(); chunk = queue.take())
             net::co_spawn(ex, send(std::move(chunk)), net::detached);
-        }
     }
 
     net::awaitable<void> send(std::vector<pending*> chunk) {
@@ -98,7 +88,7 @@ struct redis_backend::impl {
                 net::post(ex, [h = std::move(*p->handler)]() mutable { std::move(h)(); });
                 p->handler.reset();
             }
-        --in_flight;
+        queue.done();
         if (!queue.empty()) flush();
     }
 };
@@ -106,7 +96,7 @@ struct redis_backend::impl {
 redis_backend::redis_backend(const net::any_io_executor& ex,
                              std::vector<std::unique_ptr<redis::connection>>& connections,
                              bool redis_clock, call_observer observer)
-    : impl_(new impl{ex, connections, redis_clock, std::move(observer), {}, false, 0}) {}
+    : impl_(new impl{ex, connections, redis_clock, std::move(observer)}) {}
 
 redis_backend::~redis_backend() = default;
 
@@ -115,7 +105,7 @@ net::awaitable<backend::answer> redis_backend::decide(const std::vector<layer_re
                                                       bool want_state) {
     impl::pending p{&refs, cost, &at, want_state, {}, {}};
     auto& i = *impl_;
-    i.queue.push_back(&p);
+    i.queue.push(&p);
     if (!i.flush_posted) {
         i.flush_posted = true;
         net::post(i.ex, [&i] { i.flush(); });

@@ -1,25 +1,17 @@
 // Redis Sentinel replies, sans-I/O
 // (https://redis.io/docs/latest/operate/oss_and_stack/management/sentinel/): the answer to SENTINEL
 // get-master-addr-by-name and the +switch-master event of the Pub/Sub channel.
-// limiters/redis/connection.cpp asks and subscribes.
+// limiters/redis/sentinel_watcher.cpp asks and subscribes.
 #pragma once
 
-#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <utility>
 
+#include "limiters/redis/endpoint.hpp"
 #include "limiters/redis/reply.hpp"
 
 namespace rategate::limiters::redis {
-
-/// A server address as Sentinel gives it.
-struct endpoint {
-    std::string host;
-    std::uint16_t port = 0;
-    bool operator==(const endpoint&) const = default;
-};
 
 /// True for a host a resolver could take: 1 to 255 bytes, none a space, a control character or
 /// DEL, and not "?" (the unknown endpoint of Redis' replies). The one test of a host read from

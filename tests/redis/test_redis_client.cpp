@@ -1,6 +1,7 @@
 // The Redis client against a real redis-server started on a free port by each test.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -48,12 +49,9 @@ net::awaitable<void> sleep_for(std::chrono::milliseconds d) {
     co_await t.async_wait(net::use_awaitable);
 }
 
-// Waits until the connection reports connected (or `cap` passes).
+// Waits until the connection is up (or `cap` passes), on its readiness signal.
 net::awaitable<bool> wait_connected(connection& c, std::chrono::milliseconds cap = 5000ms) {
-    auto until = std::chrono::steady_clock::now() + cap;
-    while (c.state() == connection::health::down && std::chrono::steady_clock::now() < until)
-        co_await sleep_for(10ms);
-    co_return c.state() != connection::health::down;
+    co_return co_await c.wait_up(std::chrono::steady_clock::now() + cap);
 }
 
 connection_settings settings_for(const redis_server& s) {
@@ -312,7 +310,7 @@ TEST_CASE(
         while (done < 300)
             co_await sleep_for(5ms);
         while (c.state() != connection::health::down)
-            co_await sleep_for(5ms);
+            co_await c.wait_change(std::chrono::steady_clock::now() + 10s);
     }());
     MESSAGE("before the kill " << succeeded << " calls succeeded; " << failed << " failed with it");
     CHECK(killed);
@@ -651,8 +649,66 @@ TEST_CASE("stop() drains: calls already sent get their replies, new ones fail, t
         auto until = std::chrono::steady_clock::now() + 2s;
         while (c.current_phase() != connection::phase::closed &&
                std::chrono::steady_clock::now() < until)
-            co_await sleep_for(1ms);
+            co_await c.wait_change(until);
     }());
     CHECK(ok == 101);
     CHECK(c.current_phase() == connection::phase::closed);
+}
+
+TEST_CASE("readiness is a notification: wait_up, wait_change and the change hook") {
+    auto port = rategate::test::free_port();
+    net::io_context ioc;
+    connection c(ioc.get_executor(), fault_settings(port), {incr_script});
+    std::vector<connection::phase> seen;
+    int changes = 0;
+    c.on_change([&] {
+        ++changes;
+        seen.push_back(c.current_phase());
+    });
+    c.start();
+    using steady = std::chrono::steady_clock;
+    run(ioc, [&]() -> net::awaitable<void> {
+        // Nothing listens: a failed attempt is a change, though the phase stays connecting.
+        CHECK(co_await c.wait_change(steady::now() + 5s));
+        CHECK(c.current_phase() == connection::phase::connecting);
+        CHECK_FALSE(c.last_error().empty());
+        // wait_up waits through failed attempts, until its deadline.
+        auto before = steady::now();
+        CHECK_FALSE(co_await c.wait_up(before + 100ms));
+        CHECK(steady::now() - before >= 100ms);
+    }());
+    redis_server server({}, port);
+    run(ioc, [&]() -> net::awaitable<void> {
+        CHECK(co_await c.wait_up(steady::now() + 10s));
+        CHECK(c.current_phase() == connection::phase::ready);
+        // Up already: at once.
+        auto before = steady::now();
+        CHECK(co_await c.wait_up(before + 10s));
+        CHECK(steady::now() - before < 1s);
+    }());
+    REQUIRE(!seen.empty());
+    CHECK(seen.front() == connection::phase::connecting);
+    CHECK(seen.back() == connection::phase::ready);
+    CHECK(std::count(seen.begin(), seen.end(), connection::phase::handshaking) >= 1);
+    // A waiter is woken by close(), and wait_up then says no.
+    int woke = 0;
+    net::co_spawn(
+        ioc,
+        [&]() -> net::awaitable<void> {
+            CHECK(co_await c.wait_change(steady::now() + 10s));
+            CHECK_FALSE(co_await c.wait_up(steady::now() + 10s));
+            ++woke;
+        },
+        net::detached);
+    ioc.poll();
+    auto before = changes;
+    c.close();
+    CHECK(changes == before + 1);
+    CHECK(seen.back() == connection::phase::closed);
+    run(ioc, [&]() -> net::awaitable<void> {
+        while (woke == 0)
+            co_await sleep_for(1ms);
+    }());
+    CHECK(woke == 1);
+    c.on_change({});  // `seen` and `changes` go before `c`
 }

@@ -16,8 +16,8 @@
 #include <boost/asio/use_future.hpp>
 
 #include "limiters/redis/connection.hpp"
-#include "limiters/redis_chain.hpp"
-#include "limiters/refund.hpp"
+#include "limiters/redis/redis_chain.hpp"
+#include "limiters/redis/refund.hpp"
 #include "tests/redis/chain_test_util.hpp"
 #include "tests/support/redis_server.hpp"
 
@@ -44,11 +44,7 @@ struct refund_fixture {
         : conn(ioc.get_executor(), settings(server.port()),
                {{"chain", std::string(chain_script())}, {"refund", std::string(refund_script())}}) {
         conn.start();
-        auto until = std::chrono::steady_clock::now() + 5s;
-        while (conn.state() == redis::connection::health::down &&
-               std::chrono::steady_clock::now() < until)
-            ioc.run_one_for(10ms);
-        REQUIRE(conn.state() != redis::connection::health::down);
+        REQUIRE(rategate::test::run(ioc, conn.wait_up(std::chrono::steady_clock::now() + 5s)));
     }
     static redis::connection_settings settings(unsigned short port) {
         redis::connection_settings cs;

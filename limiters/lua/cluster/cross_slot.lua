@@ -1,5 +1,5 @@
 #!lua flags=allow-cross-slot-keys
--- Put before the chain script (limiters/redis_chain.cpp, cross_slot_chain_script()) for Redis
+-- Put before the chain script (limiters/redis/redis_chain.cpp, cross_slot_chain_script()) for Redis
 -- Cluster: one call decides the parts of many requests whose keys live in different slots of
 -- one master. Redis refuses declared keys of several slots (CROSSSLOT), so the call declares
 -- none and passes the keys after the chain's four arguments; the flag lets the script touch

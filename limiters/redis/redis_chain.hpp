@@ -1,6 +1,7 @@
-// The Redis side of the limiters: encodes a batch of chains as one EVALSHA of the assembled
-// chain script (limiters/lua/*.lua) and decodes its replies into chain_decisions (the wire
-// format itself is limiters/redis/chain_codec.hpp).
+// What the Redis backends are built from: the chain script's source (the assembled
+// limiters/lua/*.lua, and its cross-slot form for a Cluster master) and the connection settings
+// of a config's `redis` section. Encoding a batch of chains and decoding the script's reply is
+// chain_codec.hpp (included here for the callers that use both).
 #pragma once
 
 #include <string>

@@ -1,4 +1,4 @@
-#include "limiters/redis_chain.hpp"
+#include "limiters/redis/redis_chain.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "limiters/refund.hpp"
+#include "limiters/redis/refund.hpp"
 
 #include <cstring>
 
