@@ -124,7 +124,7 @@ server::server(std::shared_ptr<const config::config> cfg)
                                    },
                                    [this] { return stats_text(); }, [this] { return top_text(); }});
     for (int i = 0; i < n; ++i) {
-        auto w = std::make_unique<worker>(cfg_, open_connections_, policy_, *local_);
+        auto w = std::make_unique<worker>(cfg_, process_.open_connections, policy_, *local_);
         w->index = workers_.size();
         w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
         workers_.push_back(std::move(w));
@@ -182,7 +182,7 @@ std::string server::stats_text() const {
     return with_loops([this](const config::config& cfg, const std::vector<const loop_metrics*>& l) {
         double up =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-        return render_stats_json(cfg, l, open_connections_.load(), up);
+        return render_stats_json(cfg, process_, l, up);
     });
 }
 
@@ -194,8 +194,7 @@ std::string server::top_text() const {
 
 std::string server::metrics_text() const {
     return with_loops([this](const config::config& cfg, const std::vector<const loop_metrics*>& l) {
-        return render_metrics(cfg, l, open_connections_.load(), reloads_ok_.load(),
-                              reloads_failed_.load());
+        return render_metrics(cfg, process_, l);
     });
 }
 
@@ -241,7 +240,7 @@ void server::reload(std::shared_ptr<const config::config> next) {
         net::post(w->ioc, [wp = w.get(), next, policy] {
             if (!wp->stopping) wp->install(next, policy);
         });
-    reloads_ok_.fetch_add(1);
+    process_.config_reloads[static_cast<std::size_t>(reload_outcome::success)].fetch_add(1);
     spdlog::info("reloaded {}: {} routes, {} upstreams, {} limiters", next->source,
                  next->routes.size(), next->upstreams.size(), next->limiters.size());
 }
@@ -279,19 +278,8 @@ void server::stop(std::chrono::milliseconds deadline) {
     // calls were batched and pipelined.
     for (std::size_t i = 0; i < workers_.size(); ++i) {
         workers_[i]->publish_metrics();  // its thread has ended: safe to read from here
-        const auto& m = *workers_[i]->rt->metrics;
-        std::uint64_t outcome[static_cast<std::size_t>(limiter_outcome::count_)] = {};
-        for (const auto& per_limiter : m.limiter_decisions)
-            for (std::size_t o = 0; o < per_limiter.size(); ++o)
-                outcome[o] += per_limiter[o].get();
-        auto n = [&](limiter_outcome o) { return outcome[static_cast<std::size_t>(o)]; };
-        spdlog::info(
-            "loop {}: limiter outcomes {} allowed, {} limited, {} delayed, {} denied, {} error; {} "
-            "decisions in {} EVALSHA calls ({} failed); {} Redis commands in {} writes",
-            i, n(limiter_outcome::allowed), n(limiter_outcome::limited),
-            n(limiter_outcome::delayed), n(limiter_outcome::denied), n(limiter_outcome::error),
-            m.redis_decisions.get(), m.redis_calls.get(), m.redis_errors.get(),
-            m.redis_commands.load(), m.redis_writes.load());
+        const auto& rt = *workers_[i]->rt;
+        spdlog::info("loop {}: {}", i, render_summary(*rt.cfg, *rt.metrics));
     }
 }
 
