@@ -1,7 +1,4 @@
 // rategate command line (SPEC §1): run, check, --version, --help.
-#include <signal.h>
-#include <sys/stat.h>
-
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 #include <boost/program_options.hpp>
@@ -12,7 +9,7 @@
 #include "gateway/admin/access_log.hpp"
 #include "gateway/identity/jwt_verifier.hpp"
 #include "gateway/proxy/tls.hpp"
-#include "gateway/runtime/server.hpp"
+#include "gateway/runtime/reload.hpp"
 #include "replay/replay.hpp"
 
 namespace po = boost::program_options;
@@ -99,75 +96,6 @@ int run_check(const std::string& file) {
     }
 }
 
-int run_gateway(const std::string& file, const std::string& log_level) {
-    std::shared_ptr<const config::config> cfg;
-    try {
-        cfg = config::load_config(file);
-    } catch (const config::config_errors& e) {
-        std::cerr << e.what();
-        return 1;
-    }
-    spdlog::set_level(spdlog::level::from_str(log_level.empty() ? cfg->log.level : log_level));
-    gateway::init_access_log(cfg->log);
-    // Signals are taken synchronously by the main thread; workers never see them.
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-    ::signal(SIGPIPE, SIG_IGN);
-
-    std::unique_ptr<gateway::server> srv;
-    try {
-        srv = std::make_unique<gateway::server>(cfg);
-    } catch (const std::exception& e) {
-        spdlog::critical("{}", e.what());
-        return 1;
-    }
-    srv->start();
-    spdlog::info("rategate listening on {} with {} event loops, {} routes", cfg->listen.to_string(),
-                 srv->thread_count(), cfg->routes.size());
-    // SIGHUP, or a change of the file (polled every second), reloads: the new file is validated
-    // first; if it is invalid, the old config keeps serving and every error is logged.
-    auto stamp = [&file] {
-        struct stat st {};
-        if (::stat(file.c_str(), &st) != 0) return std::string();
-        return std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) + ":" +
-               std::to_string(st.st_size) + ":" + std::to_string(st.st_ino);
-    };
-    auto seen = stamp();
-    auto reload = [&](const char* why) {
-        seen = stamp();
-        try {
-            auto next = config::load_config(file);
-            srv->reload(std::move(next));
-        } catch (const config::config_errors& e) {
-            srv->reload_failed();
-            spdlog::error("{}: config reload refused, the previous config keeps serving:", why);
-            for (const auto& err : e.errors())
-                spdlog::error("{}: {}: {}", e.file(), err.path, err.message);
-        }
-    };
-    for (;;) {
-        timespec poll{1, 0};
-        int sig = sigtimedwait(&signals, nullptr, &poll);
-        if (sig < 0) {
-            if (stamp() != seen) reload("config file changed");
-            continue;
-        }
-        if (sig == SIGHUP) {
-            reload("SIGHUP");
-            continue;
-        }
-        spdlog::info("{} received: draining connections", sig == SIGINT ? "SIGINT" : "SIGTERM");
-        srv->stop(std::chrono::seconds(10));
-        gateway::shutdown_access_log();
-        spdlog::info("stopped");
-        return 0;
-    }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -230,14 +158,14 @@ int main(int argc, char** argv) {
         try {
             auto cfg = config::load_config(file);
             std::ios::sync_with_stdio(false);
-            return gateway::replay(*cfg, vm["trace"].as<std::string>(),
-                                   vm["backend"].as<std::string>(), std::cout, std::cerr);
+            return replay::run_replay(*cfg, vm["trace"].as<std::string>(),
+                                      vm["backend"].as<std::string>(), std::cout, std::cerr);
         } catch (const config::config_errors& e) {
             std::cerr << e.what();
             return 1;
         }
     }
-    if (command.empty()) return run_gateway(file, level);
+    if (command.empty()) return gateway::serve(file, level);
     std::cerr << "rategate: unknown command \"" << command << "\" (expected check or replay)\n";
     return 2;
 }

@@ -1,4 +1,4 @@
-// The interface the request path decides chains through (gateway/limiting/limit_check.cpp): the
+// The interface the request path decides chains through (gateway/limiting/pipeline.cpp): the
 // in-process store (limiters/local/local_backend.hpp) or Redis — one server or the master
 // Sentinel names (limiters/redis/redis_backend.hpp). The request path does not know which.
 #pragma once

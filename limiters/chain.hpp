@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "limiters/algorithms.hpp"
+#include "limiters/algorithms/algorithms.hpp"
 
 namespace rategate::limiters {
 

@@ -11,6 +11,17 @@ namespace rategate::limiters {
 
 using config::scope_kind;
 
+namespace {
+
+// Field names compare ASCII case-insensitively (RFC 9110 §5.1).
+bool same_field_name(std::string_view a, std::string_view b) {
+    return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+        return (x >= 'A' && x <= 'Z' ? x + 32 : x) == (y >= 'A' && y <= 'Z' ? y + 32 : y);
+    });
+}
+
+}  // namespace
+
 policy::policy(const config::config& cfg)
     : cfg_(cfg), prefix_(cfg.redis ? cfg.redis->key_prefix : "rategate:") {
     layers_.reserve(cfg.limiters.size());
@@ -41,9 +52,25 @@ policy::policy(const config::config& cfg)
             listed[l->index] = true;
             chain.push_back(l);
         }
+        std::vector<std::string_view> headers;
+        for (const auto* l : chain) {
+            const auto& c = *l->limiter;
+            if (c.scope == scope_kind::header &&
+                std::none_of(headers.begin(), headers.end(), [&](std::string_view h) {
+                    return same_field_name(h, c.scope_header);
+                }))
+                headers.push_back(c.scope_header);
+        }
         chains_.push_back(std::move(chain));
+        header_names_.push_back(std::move(headers));
         route_parts_.push_back("r=" + escape_key_part(r.name));
     }
+}
+
+std::optional<std::string_view> identity::header(std::string_view name) const {
+    for (const auto& h : headers)
+        if (same_field_name(h.name, name)) return h.value;
+    return std::nullopt;
 }
 
 int policy::route_index(std::string_view name) const {
@@ -120,7 +147,7 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
                 break;
             case scope_kind::header:
                 tag = "h";
-                if (who.header) value = who.header(c.scope_header);
+                value = who.header(c.scope_header);
                 break;
         }
         std::string key;

@@ -3,9 +3,9 @@
 // keys.hpp). Shared read-only by every event loop; the per-request part is small.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,11 +15,21 @@
 
 namespace rategate::limiters {
 
-/// Who sent a request, as far as the scopes care.
+/// One `header:NAME` scope's input: the field name as configured and the request's value of
+/// its first field line (nullopt: the request has none).
+struct header_value {
+    std::string_view name;
+    std::optional<std::string_view> value;
+};
+
+/// Who sent a request, as far as the scopes care: plain values, assembled once per request
+/// before the keys are computed (gateway/limiting/identity.hpp; replay from its trace).
 struct identity {
-    std::optional<std::string_view> user;                                     ///< user id, if any
-    std::string_view ip;                                                      ///< client IP (text)
-    std::function<std::optional<std::string_view>(std::string_view)> header;  ///< header lookup
+    std::optional<std::string_view> user;   ///< user id, if any
+    std::string_view ip;                    ///< client IP (canonical text)
+    std::span<const header_value> headers;  ///< the route's header scopes (policy::header_names)
+    /// The value of header scope `name` (case-insensitive), nullopt when absent or not given.
+    std::optional<std::string_view> header(std::string_view name) const;
 };
 
 class policy {
@@ -41,6 +51,11 @@ class policy {
     /// The layers of route `route_index` (config order of routes), in chain order.
     const std::vector<const layer*>& chain(std::size_t route_index) const {
         return chains_.at(route_index);
+    }
+    /// The field names the `header:NAME` scopes of route `route_index` read, as configured,
+    /// each once (the identity must carry their values).
+    const std::vector<std::string_view>& header_names(std::size_t route_index) const {
+        return header_names_.at(route_index);
     }
     /// Index of a route by name, or -1.
     int route_index(std::string_view name) const;
@@ -66,7 +81,8 @@ class policy {
     std::string prefix_;
     std::vector<layer> layers_;
     std::vector<std::vector<const layer*>> chains_;
-    std::vector<std::string> route_parts_;  ///< per route: "r=<escaped name>"
+    std::vector<std::vector<std::string_view>> header_names_;  ///< per route
+    std::vector<std::string> route_parts_;                     ///< per route: "r=<escaped name>"
 };
 
 /// The longest user id or `header:NAME` value that may become a key (SPEC §2), bytes.

@@ -18,6 +18,7 @@
 #include "gateway/http/response_framing.hpp"
 #include "gateway/http/router.hpp"
 #include "gateway/proxy/header_rewrite.hpp"
+#include "gateway/proxy/relay.hpp"
 #include "gateway/proxy/tunnel.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "gateway/runtime/worker.hpp"
@@ -33,69 +34,6 @@ using std::chrono::milliseconds;
 namespace {
 
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
-
-struct relay_result {
-    error_code read;   ///< failure on the side the message came from
-    error_code write;  ///< failure on the side it went to
-    std::uint64_t body_bytes = 0;
-};
-
-// Streams the message held by parser `p` from `in` to `out`, one buffer at a time (Beast's
-// relay() shape). With a serializer `sr` the message is written through it (chunked bodies are
-// re-framed); without one the body is sized or empty and goes out byte for byte after the
-// serialized `head`, which rides the first write.
-template <bool is_request>
-net::awaitable<relay_result> relay(timed_socket& in, beast::flat_buffer& in_buf,
-                                   http::parser<is_request, http::buffer_body>& p,
-                                   timed_socket& out,
-                                   http::serializer<is_request, http::buffer_body>* sr,
-                                   const std::string* head, milliseconds read_timeout,
-                                   milliseconds write_timeout, char* buf, std::size_t buf_size) {
-    relay_result r;
-    auto& body = p.get().body();
-    bool head_sent = false;
-    for (;;) {
-        std::size_t produced = 0;
-        if (!p.is_done()) {
-            body.data = buf;
-            body.size = buf_size;
-            in.timer.expires_after(read_timeout);
-            auto [ec, n] = co_await http::async_read_some(in, in_buf, p, use_nothrow);
-            if (ec == http::error::need_buffer) ec = {};
-            if (ec && in.timer.expired()) ec = net::error::timed_out;
-            if (ec) {
-                r.read = ec;
-                co_return r;
-            }
-            produced = buf_size - body.size;
-            // Nothing to forward yet (e.g. a chunk header): read on rather than emit an empty
-            // chunk.
-            if (produced == 0 && !p.is_done()) continue;
-            r.body_bytes += produced;
-        }
-        out.timer.expires_after(write_timeout);
-        error_code wec;
-        if (sr) {
-            body.data = produced ? buf : nullptr;
-            body.size = produced;
-            body.more = !p.is_done();
-            auto [ec, wn] = co_await http::async_write(out, *sr, use_nothrow);
-            wec = ec == http::error::need_buffer ? error_code{} : ec;
-        } else {
-            std::array<net::const_buffer, 2> pieces{
-                head_sent ? net::const_buffer() : net::buffer(*head), net::buffer(buf, produced)};
-            auto [ec, wn] = co_await net::async_write(out, pieces, use_nothrow);
-            wec = ec;
-            head_sent = true;
-        }
-        if (wec && out.timer.expired()) wec = net::error::timed_out;
-        if (wec) {
-            r.write = wec;
-            co_return r;
-        }
-        if (sr ? (sr->is_done() || (p.is_done() && !body.more)) : p.is_done()) co_return r;
-    }
-}
 
 bool is_idempotent(http::verb v) {
     switch (v) {

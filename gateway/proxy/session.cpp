@@ -17,7 +17,8 @@
 #include "gateway/http/ratelimit_headers.hpp"
 #include "gateway/http/request_normaliser.hpp"
 #include "gateway/identity/client_ip.hpp"
-#include "gateway/limiting/limit_check.hpp"
+#include "gateway/limiting/identity.hpp"
+#include "gateway/limiting/pipeline.hpp"
 #include "gateway/proxy/forward.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "gateway/runtime/worker.hpp"
@@ -98,85 +99,6 @@ std::string peer_address(const net::ip::tcp::socket& s) {
     if (a.is_v6() && a.to_v6().is_v4_mapped())
         a = net::ip::make_address_v4(net::ip::v4_mapped, a.to_v6());
     return a.to_string();
-}
-
-enum class limit_step { forward, next, close };
-
-// Runs the route's limiter chain. A limited, denied or unavailable request is answered here;
-// an allowed one leaves the headers of its most restrictive layer in `rate`.
-// `jwt_user` is the verified token's user id when the user comes from a JWT.
-net::awaitable<limit_step> check_limits(worker& w, runtime& rt, timed_socket& client,
-                                        request_parser& parser, const config::route_config& route,
-                                        const std::string& peer, std::optional<rate_headers>& rate,
-                                        exchange_record& rec,
-                                        const std::optional<std::string>& jwt_user) {
-    const auto& cfg = *rt.cfg;
-    auto& req = parser.get();
-    std::optional<std::string_view> user;
-    if (cfg.identity.jwt) {
-        if (jwt_user) user = *jwt_user;
-    } else if (auto user_it = req.find(cfg.identity.user_header);
-               user_it != req.end() && !user_it->value().empty()) {
-        user = std::string_view(user_it->value());
-    }
-    std::vector<std::string_view> forwarding;  // every field line: one list (RFC 9110 §5.3)
-    for (auto [it, end] = req.equal_range(cfg.identity.client_ip_header); it != end; ++it)
-        forwarding.emplace_back(it->value());
-    std::string ip =
-        identity::resolve_client_ip(peer, forwarding, identity::settings::from(cfg.identity));
-    limiters::identity who{user, ip,
-                           [&req](std::string_view name) -> std::optional<std::string_view> {
-                               auto it = req.find(name);
-                               if (it == req.end()) return std::nullopt;
-                               return std::string_view(it->value());
-                           }};
-    auto route_index = static_cast<std::size_t>(&route - cfg.routes.data());
-    auto out = co_await rt.limits->check(route_index, who, static_cast<double>(route.cost));
-    const auto& d = out.decision;
-    std::optional<rate_headers> headers;
-    if (out.header && d.header_layer >= 0)
-        headers = describe_layer(*out.header, d.rule, d.remaining, d.reset_us);
-    if (out.header) rec.limit_layer = out.header->limiter->name;
-    if (out.what == limit_outcome::kind::pass) {
-        rec.limit_outcome = out.redis_failed && !out.used_local ? "error"
-                            : d.wait_us > 0                     ? "delayed"
-                            : d.shadow_mask                     ? "shadow_limited"
-                                                                : "allowed";
-        rate = headers;
-        co_return limit_step::forward;
-    }
-    if (out.decider) rec.limit_layer = out.decider->limiter->name;
-    // The body was not read: the connection can only continue if there was none.
-    bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
-    http::response<http::string_body> res;
-    if (out.what == limit_outcome::kind::limited) {
-        res = make_limited_response(static_cast<unsigned>(route.on_limit_status),
-                                    route.on_limit_message, out.decider->limiter->name, d.retry_us,
-                                    keep, req.version());
-        if (headers) apply_rate_headers(res, route.headers, *headers, false);
-    } else if (out.what == limit_outcome::kind::denied) {
-        std::string message =
-            "request lacks the key of limiter \"" + out.decider->limiter->name + "\"";
-        res = make_error_response(403, "forbidden", message, keep, req.version());
-    } else if (out.what == limit_outcome::kind::invalid_identity) {
-        // SPEC §2: an identity over 256 bytes is a 400, never a key.
-        std::string message = "the key of limiter \"" + out.decider->limiter->name +
-                              "\" is longer than " + std::to_string(limiters::max_identity_bytes) +
-                              " bytes";
-        res = make_error_response(400, "invalid_identity", message, keep, req.version());
-    } else {
-        res = make_error_response(503, "limiter_unavailable",
-                                  "rate-limit backend (Redis) unavailable", keep, req.version());
-    }
-    if (req.method() == http::verb::head) omit_body(res);
-    rec.status = res.result_int();
-    rec.limit_outcome = out.what == limit_outcome::kind::limited            ? "limited"
-                        : out.what == limit_outcome::kind::denied           ? "denied"
-                        : out.what == limit_outcome::kind::invalid_identity ? "invalid_identity"
-                                                                            : "error";
-    client.timer.expires_after(cfg.limits.idle_timeout);
-    auto [ec, n] = co_await http::async_write(client, res, use_nothrow);
-    co_return (ec || !keep) ? limit_step::close : limit_step::next;
 }
 
 // Counts one request in the metrics and writes its access-log line when it ends.
@@ -348,10 +270,25 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         }
         std::optional<rate_headers> rate;
         if (!route->limiters.empty()) {
-            auto verdict = co_await check_limits(w, *rt, client, parser, *route, peer, rate,
-                                                 scope.rec, jwt_user);
-            if (verdict == limit_step::close) break;
-            if (verdict == limit_step::next) continue;
+            auto route_index = rt->route_index(*route);
+            auto who = limiting::assemble_identity(*rt->cfg, *rt->policy, route_index, req, peer,
+                                                   jwt_user);
+            auto out = co_await rt->limits->check(route_index, who.view(),
+                                                  static_cast<double>(route->cost));
+            scope.rec.limit_outcome = limiting::to_string(out.what);
+            scope.rec.limit_layer = limiting::log_layer(out);
+            if (!out.forward) {
+                // The body was not read: the connection can only continue if there was none.
+                bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
+                auto res =
+                    limiting::refusal_response(out, *route, keep, req.version(), head_request);
+                scope.rec.status = res.result_int();
+                client.timer.expires_after(limits.idle_timeout);
+                auto [wec, wn] = co_await http::async_write(client, res, use_nothrow);
+                if (wec || !keep) break;
+                continue;
+            }
+            rate = limiting::headers_of(out);
         }
         if (!co_await proxy_request(w, *rt, client, buf, parser, *route, peer,
                                     rate ? &*rate : nullptr, scope.rec))

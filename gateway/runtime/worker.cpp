@@ -131,8 +131,9 @@ void worker::install(std::shared_ptr<const config::config> c,
             next->store = std::make_unique<limiters::redis_backend>(ioc.get_executor(), redis,
                                                                     redis_clock, observe);
     }
-    next->limits = std::make_unique<limit_checker>(*next->cfg, *next->policy, local_,
-                                                   *next->metrics, next->store.get());
+    static const limiters::wall_clock wall_clock;  // the request path's limiter clock
+    next->limits = std::make_unique<limiting::pipeline>(
+        *next->cfg, *next->policy, local_, *next->metrics, next->store.get(), wall_clock);
     for (const auto& [name, u] : next->cfg->upstreams) {
         std::shared_ptr<upstream_pool> pool;
         if (rt) {

@@ -18,7 +18,7 @@
 #include "gateway/http/router.hpp"
 #include "gateway/identity/jwt_verifier.hpp"
 #include "gateway/identity/token_cache.hpp"
-#include "gateway/limiting/limit_check.hpp"
+#include "gateway/limiting/pipeline.hpp"
 #include "gateway/proxy/upstream_pool.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "limiters/redis/connection.hpp"
@@ -45,9 +45,9 @@ struct runtime {
     std::shared_ptr<const config::config> cfg;
     std::shared_ptr<const limiters::policy> policy;
     route_table routes;
-    std::shared_ptr<loop_metrics> metrics;     ///< read by the admin endpoint
-    std::unique_ptr<limiters::backend> store;  ///< this loop's Redis backend (none: in-process)
-    std::unique_ptr<limit_checker> limits;
+    std::shared_ptr<loop_metrics> metrics;       ///< read by the admin endpoint
+    std::unique_ptr<limiters::backend> store;    ///< this loop's Redis backend (none: in-process)
+    std::unique_ptr<limiting::pipeline> limits;  ///< this loop's limiting pipeline
     std::map<std::string, std::shared_ptr<upstream_pool>>
         pools;                                          ///< kept across reloads when unchanged
     std::map<std::string, std::size_t> upstream_index;  ///< metrics position by name

@@ -1,7 +1,7 @@
 // The exact over-limit cache (SPEC §2 "Exact shortcuts"): per event loop, the state on which a
 // layer rejected a request, so that later requests of that key are answered without Redis for
 // as long as the answer is provably the one Redis would give. Sans-I/O; the request path in
-// gateway/limiting/limit_check.cpp and `rategate replay` feed it.
+// gateway/limiting/pipeline.cpp and `rategate replay` feed it.
 //
 // Why a cached answer is exact, for a rejection by layer L of a chain:
 // 1. L's state is frozen. Every route's request touching L's key costs at least L's

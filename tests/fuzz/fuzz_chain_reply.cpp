@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "limiters/algorithms.hpp"
+#include "limiters/algorithms/algorithms.hpp"
 #include "limiters/redis/chain_codec.hpp"
 
 using namespace rategate::limiters;

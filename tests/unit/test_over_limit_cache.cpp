@@ -84,7 +84,7 @@ TEST_CASE("over-limit cache: every cached answer is the backend's decision, on r
             auto route = static_cast<std::size_t>(rnd() % cfg->routes.size());
             std::string user = "u" + std::to_string(rnd() % 3);
             std::string ip = "10.0.0." + std::to_string(rnd() % 3);
-            identity who{std::string_view(user), ip, nullptr};
+            identity who{std::string_view(user), ip, {}};
             pol.keys_for(route, who, keys);
             REQUIRE(!keys.refs.empty());
             auto cost = static_cast<double>(cfg->routes[route].cost);
@@ -156,7 +156,7 @@ TEST_CASE("over-limit cache: chains it must not answer") {
     })",
                                               "c.json");
     policy pol(*cfg);
-    identity who{std::string_view("u1"), "10.0.0.1", nullptr};
+    identity who{std::string_view("u1"), "10.0.0.1", {}};
     auto keys_of = [&](const char* route) {
         policy::request_keys k;
         pol.keys_for(static_cast<std::size_t>(pol.route_index(route)), who, k);

@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <set>
 #include <string>
@@ -48,10 +49,10 @@ std::shared_ptr<const rategate::config::config> scoped_config() {
 
 identity who(std::optional<std::string_view> user, std::string_view ip = "",
              std::optional<std::string_view> key = std::nullopt) {
-    return {user, ip, [key](std::string_view name) -> std::optional<std::string_view> {
-                if (name == "X-Key") return key;
-                return std::nullopt;
-            }};
+    // The identity views its header values: each call's stays alive for the whole test run.
+    static std::deque<header_value> kept;
+    kept.push_back({"X-Key", key});
+    return {user, ip, std::span<const header_value>(&kept.back(), 1)};
 }
 
 // Values that would collide or break a key if they were not escaped.

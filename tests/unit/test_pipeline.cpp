@@ -8,7 +8,7 @@
 
 #include "config/config.hpp"
 #include "gateway/admin/metrics.hpp"
-#include "gateway/limiting/limit_check.hpp"
+#include "gateway/limiting/pipeline.hpp"
 #include "limiters/local/local_backend.hpp"
 
 using namespace rategate;
@@ -64,10 +64,10 @@ struct fixture {
         : cfg(make_config(policy_name)),
           pol(*cfg),
           metrics(cfg->routes.size(), cfg->limiters.size(), cfg->upstreams.size()),
-          checker(*cfg, pol, local, metrics, &redis) {}
+          checker(*cfg, pol, local, metrics, &redis, clock) {}
 
-    gateway::limit_outcome check(const char* user) {
-        limiters::identity who{std::string_view(user), "10.0.0.1", nullptr};
+    gateway::limiting::outcome check(const char* user) {
+        limiters::identity who{std::string_view(user), "10.0.0.1", {}};
         auto f = net::co_spawn(ioc, checker.check(0, who, 1), net::use_future);
         ioc.restart();
         ioc.run();
@@ -85,17 +85,18 @@ struct fixture {
     limiters::local_store local;
     gateway::loop_metrics metrics;
     scripted_backend redis;
-    gateway::limit_checker checker;
+    limiters::wall_clock clock;
+    gateway::limiting::pipeline checker;
 };
 
-using kind = gateway::limit_outcome::kind;
+using kind = gateway::limiting::verdict;
 
 }  // namespace
 
-TEST_CASE("limit checks: a flood is answered from the over-limit cache, counted like Redis") {
+TEST_CASE("limiting pipeline: a flood is answered from the over-limit cache, counted like Redis") {
     fixture f;
     for (int i = 0; i < 3; ++i)
-        CHECK(f.check("flooder").what == kind::pass);
+        CHECK(f.check("flooder").what == kind::allowed);
     auto first = f.check("flooder");  // Redis rejects and reports the state
     CHECK(first.what == kind::limited);
     CHECK(first.decider->limiter->name == "per-user");
@@ -111,7 +112,7 @@ TEST_CASE("limit checks: a flood is answered from the over-limit cache, counted 
     CHECK(f.redis.calls == calls);  // not one more call
     CHECK(f.metrics.limiter_cache_hits[1].get() == 100);
     CHECK(f.decisions("per-user", gateway::limiter_outcome::limited) == 101);
-    CHECK(f.check("bystander").what == kind::pass);  // another user still goes to Redis
+    CHECK(f.check("bystander").what == kind::allowed);  // another user still goes to Redis
     CHECK(f.redis.calls == calls + 1);
     // Redis reconnected (restart, failover): what the cache learned may no longer hold.
     f.redis.reconnects = 2;
@@ -121,20 +122,24 @@ TEST_CASE("limit checks: a flood is answered from the over-limit cache, counted 
     CHECK(f.redis.calls == calls + 2);  // and cached again
 }
 
-TEST_CASE("limit checks: a failing backend follows the route's on_redis_error") {
+TEST_CASE("limiting pipeline: a failing backend follows the route's on_redis_error") {
     SUBCASE("deny") {
         fixture f("deny");
         f.redis.down = true;
         auto o = f.check("u");
-        CHECK(o.what == kind::unavailable);
-        CHECK(o.redis_failed);
+        CHECK(o.what == kind::error);
+        CHECK(!o.forward);  // 503
+        CHECK(o.redis_error);
         CHECK(f.decisions("per-user", gateway::limiter_outcome::error) == 1);
     }
     SUBCASE("allow") {
         fixture f("allow");
         f.redis.down = true;
-        for (int i = 0; i < 5; ++i)
-            CHECK(f.check("u").what == kind::pass);  // fail open, however many
+        for (int i = 0; i < 5; ++i) {
+            auto o = f.check("u");
+            CHECK(o.what == kind::error);  // fail open, however many
+            CHECK(o.forward);
+        }
     }
     SUBCASE("local: the in-process twin limits, without asking the backend") {
         fixture f("local");
@@ -142,8 +147,8 @@ TEST_CASE("limit checks: a failing backend follows the route's on_redis_error") 
         std::vector<kind> got;
         for (int i = 0; i < 5; ++i)
             got.push_back(f.check("u").what);
-        CHECK(got ==
-              std::vector<kind>{kind::pass, kind::pass, kind::pass, kind::limited, kind::limited});
+        CHECK(got == std::vector<kind>{kind::allowed, kind::allowed, kind::allowed, kind::limited,
+                                       kind::limited});
         CHECK(f.redis.calls == 0);  // not ready: straight to the twin
     }
     SUBCASE("the cache does not answer while the backend is down") {
@@ -151,7 +156,9 @@ TEST_CASE("limit checks: a failing backend follows the route's on_redis_error") 
         for (int i = 0; i < 4; ++i)
             f.check("flooder");
         f.redis.down = true;
-        CHECK(f.check("flooder").what == kind::unavailable);  // what Redis "would give": nothing
+        auto o = f.check("flooder");  // what Redis "would give": nothing
+        CHECK(o.what == kind::error);
+        CHECK(!o.forward);
     }
 }
 
@@ -174,22 +181,23 @@ TEST_CASE("shaping: a request refused by a later delay layer leaves no held entr
     limiters::policy pol(*cfg);
     limiters::local_store local;
     gateway::loop_metrics metrics(1, 2, 1);
-    gateway::limit_checker checker(*cfg, pol, local, metrics, nullptr);
+    limiters::wall_clock clock;
+    gateway::limiting::pipeline checker(*cfg, pol, local, metrics, nullptr, clock);
     net::io_context ioc;
     auto work = net::make_work_guard(ioc);  // poll() must not find it stopped
     std::vector<std::string> users;
     for (int i = 0; i < 1025; ++i)
         users.push_back("u" + std::to_string(i));
-    std::vector<std::future<gateway::limit_outcome>> held;
+    std::vector<std::future<gateway::limiting::outcome>> held;
     for (int i = 0; i < 1025; ++i) {
-        limiters::identity who{std::string_view(users[static_cast<std::size_t>(i)]), "10.0.0.1",
-                               nullptr};
+        limiters::identity who{
+            std::string_view(users[static_cast<std::size_t>(i)]), "10.0.0.1", {}};
         held.push_back(net::co_spawn(ioc, checker.check(0, who, 1), net::use_future));
         ioc.poll();
     }
     // The first passed at once; 1,024 wait for the global bucket, each also on its user key.
     CHECK(checker.held_keys() == 1025);
-    limiters::identity late{std::string_view("late"), "10.0.0.1", nullptr};
+    limiters::identity late{std::string_view("late"), "10.0.0.1", {}};
     auto refused = net::co_spawn(ioc, checker.check(0, late, 1), net::use_future);
     ioc.poll();
     REQUIRE(refused.wait_for(std::chrono::seconds(0)) == std::future_status::ready);

@@ -1,0 +1,126 @@
+// SPEC §2 `routes[]`: match, upstream, limiter chain, cost and the answers on a limit.
+#include "config/sections.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace rategate::config::detail {
+
+namespace {
+
+// A route whose cost exceeds an enforced layer's capacity could never pass (with or without
+// `delay`). Shadow layers never reject and are not checked.
+void check_cost(const route_config& r, const std::string& path, checker& c, const config& cfg) {
+    for (const auto& name : r.limiters) {
+        const auto& l = cfg.limiters.at(name);
+        if (l.shadow) continue;
+        for (std::size_t i = 0; i < l.rules.size(); ++i) {
+            auto cap = rule_capacity(l.algo, l.rules[i]);
+            // A rule whose field failed to load has already been reported.
+            if (!cap || cap->first <= 0 || static_cast<double>(r.cost) <= cap->first) continue;
+            std::ostringstream o;
+            o << "cost " << r.cost << " exceeds limiter \"" << name << "\" (rules[" << i << "]."
+              << cap->second << " = " << cap->first << "): no request could ever pass";
+            c.fail(path, o.str());
+            break;
+        }
+    }
+}
+
+}  // namespace
+
+void read_route(const json& j, const std::string& path, checker& c, const config& cfg,
+                route_config& r) {
+    object_reader o(j, path, c);
+    if (auto v = read_string(o.get("name", true), o.path("name"), c)) r.name = *v;
+    if (auto* m = o.get("match", true)) {
+        object_reader om(*m, o.path("match"), c);
+        auto path_field = [&](const char* key) -> std::optional<std::string> {
+            auto v = read_string(om.get(key), om.path(key), c);
+            if (v && v->front() != '/') {
+                c.fail(om.path(key), "must start with \"/\"");
+                return std::nullopt;
+            }
+            return v;
+        };
+        r.match.path = path_field("path");
+        r.match.path_prefix = path_field("path_prefix");
+        if (om.valid() && !m->contains("path") && !m->contains("path_prefix"))
+            c.fail(o.path("match"), "needs \"path\" or \"path_prefix\"");
+        auto methods_path = om.path("methods");
+        if (auto* ms = om.get("methods")) {
+            if (!ms->is_array()) {
+                c.fail(methods_path,
+                       std::string("expected an array of methods, got ") + type_name(*ms));
+            } else {
+                for (std::size_t i = 0; i < ms->size(); ++i) {
+                    auto s = read_string(&(*ms)[i], element(methods_path, i), c);
+                    if (s && is_token(*s))
+                        r.match.methods.push_back(*s);
+                    else if (s)
+                        c.fail(element(methods_path, i), "\"" + *s + "\" is not an HTTP method");
+                }
+            }
+        }
+        if (auto h = read_string(om.get("host"), om.path("host"), c)) {
+            std::string lower = *h;
+            std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
+            r.match.host = lower;
+        }
+        om.finish();
+    }
+    if (auto v = read_string(o.get("upstream", true), o.path("upstream"), c)) {
+        if (!cfg.upstreams.count(*v) && !cfg.upstreams.empty())
+            c.fail(o.path("upstream"), "no upstream named \"" + *v + "\"");
+        r.upstream = *v;
+    }
+    if (auto v = read_string(o.get("strip_prefix"), o.path("strip_prefix"), c)) {
+        if (v->front() != '/')
+            c.fail(o.path("strip_prefix"), "must start with \"/\"");
+        else
+            r.strip_prefix = *v;
+    }
+    auto limiters_path = o.path("limiters");
+    if (auto* ls = o.get("limiters")) {
+        if (!ls->is_array()) {
+            c.fail(limiters_path,
+                   std::string("expected an array of limiter names, got ") + type_name(*ls));
+        } else {
+            for (std::size_t i = 0; i < ls->size(); ++i) {
+                auto s = read_string(&(*ls)[i], element(limiters_path, i), c);
+                if (!s) continue;
+                if (!cfg.limiters.count(*s))
+                    c.fail(element(limiters_path, i), "no limiter named \"" + *s + "\"");
+                else if (std::find(r.limiters.begin(), r.limiters.end(), *s) != r.limiters.end())
+                    c.fail(element(limiters_path, i), "limiter \"" + *s + "\" is listed twice");
+                else
+                    r.limiters.push_back(*s);
+            }
+        }
+    }
+    if (auto v = read_int(o.get("cost"), o.path("cost"), c, 1, 1'000'000'000)) r.cost = *v;
+    check_cost(r, o.path("cost"), c, cfg);
+    if (auto* ol = o.get("on_limit")) {
+        object_reader oo(*ol, o.path("on_limit"), c);
+        if (auto v = read_int(oo.get("status"), oo.path("status"), c, 400, 599))
+            r.on_limit_status = static_cast<int>(*v);
+        if (auto v = read_string(oo.get("message"), oo.path("message"), c, true))
+            r.on_limit_message = *v;
+        oo.finish();
+    }
+    if (auto v = read_enum<redis_error_policy>(o.get("on_redis_error"), o.path("on_redis_error"), c,
+                                               {{"allow", redis_error_policy::allow},
+                                                {"deny", redis_error_policy::deny},
+                                                {"local", redis_error_policy::local}}))
+        r.on_redis_error = *v;
+    if (auto v = read_enum<header_style>(o.get("headers"), o.path("headers"), c,
+                                         {{"ietf", header_style::ietf},
+                                          {"legacy", header_style::legacy},
+                                          {"both", header_style::both},
+                                          {"none", header_style::none}}))
+        r.headers = *v;
+    if (auto v = read_bool(o.get("websocket"), o.path("websocket"), c)) r.websocket = *v;
+    o.finish();
+}
+
+}  // namespace rategate::config::detail
