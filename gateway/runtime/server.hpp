@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -63,7 +64,9 @@ class server {
     std::unique_ptr<limiters::local_store> local_;  ///< shared in-process limiter state
     std::vector<std::unique_ptr<worker>> workers_;
     std::vector<std::thread> threads_;
-    std::atomic<std::size_t> running_{0};
+    std::mutex running_mutex_;
+    std::size_t running_ = 0;                ///< event loops still running (running_mutex_)
+    std::condition_variable loop_returned_;  ///< a loop's run() returned
     std::unique_ptr<class admin_server> admin_;
 };
 
