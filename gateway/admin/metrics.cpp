@@ -6,6 +6,10 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string_view>
+#include <type_traits>
 
 namespace rategate::gateway {
 
@@ -33,46 +37,6 @@ void histogram::merge(const histogram& other) {
     sum_us_.add(other.sum_us_.get());
 }
 
-void loop_metrics::carry_over(const loop_metrics& old, const config::config& old_cfg,
-                              const config::config& new_cfg) {
-    // Routes by name; "no route" is the slot after the last route in both.
-    auto carry_route = [&](std::size_t from, std::size_t to) {
-        if (const auto* c = old.requests_.get(from)) requests_.at(to).merge(*c);
-        if (const auto* h = old.request_latency.get(from)) request_latency.at(to).merge(*h);
-    };
-    for (std::size_t to = 0; to < new_cfg.routes.size(); ++to)
-        for (std::size_t from = 0; from < old_cfg.routes.size(); ++from)
-            if (old_cfg.routes[from].name == new_cfg.routes[to].name) carry_route(from, to);
-    carry_route(old_cfg.routes.size(), new_cfg.routes.size());
-    // Limiters and upstreams are std::maps: their index is the name order.
-    std::size_t to = 0;
-    for (const auto& [name, l] : new_cfg.limiters) {
-        auto it = old_cfg.limiters.find(name);
-        if (it != old_cfg.limiters.end()) {
-            auto from = static_cast<std::size_t>(std::distance(old_cfg.limiters.begin(), it));
-            for (std::size_t o = 0; o < limiter_decisions[to].size(); ++o)
-                limiter_decisions[to][o].add(old.limiter_decisions[from][o].get());
-            limiter_cache_hits[to].add(old.limiter_cache_hits[from].get());
-        }
-        ++to;
-    }
-    to = 0;
-    for (const auto& [name, u] : new_cfg.upstreams) {
-        auto it = old_cfg.upstreams.find(name);
-        if (it != old_cfg.upstreams.end())
-            upstream_latency[to].merge(old.upstream_latency[static_cast<std::size_t>(
-                std::distance(old_cfg.upstreams.begin(), it))]);
-        ++to;
-    }
-    redis_latency.merge(old.redis_latency);
-    redis_calls.add(old.redis_calls.get());
-    redis_decisions.add(old.redis_decisions.get());
-    redis_errors.add(old.redis_errors.get());
-    // Until the loop publishes again, readiness stays what it was (not "never checked").
-    redis_state.store(old.redis_state.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    websocket_tunnels.add(old.websocket_tunnels.get());
-}
-
 const char* to_string(limiter_outcome o) {
     switch (o) {
         case limiter_outcome::allowed:
@@ -93,14 +57,239 @@ const char* to_string(limiter_outcome o) {
     return "?";
 }
 
-loop_metrics::loop_metrics(std::size_t routes, std::size_t limiters, std::size_t upstreams)
-    : requests_(routes + 1),
-      request_latency(routes + 1),
-      upstream_latency(upstreams),
-      limiter_decisions(limiters),
-      limiter_cache_hits(limiters) {}
+const char* to_string(reload_outcome o) {
+    switch (o) {
+        case reload_outcome::success:
+            return "success";
+        case reload_outcome::failure:
+            return "failure";
+        case reload_outcome::count_:
+            break;
+    }
+    return "?";
+}
 
 namespace {
+
+// --- Values: what one series holds, summed over the event loops' parts. ---
+
+std::uint64_t value_of(const counter& c) {
+    return c.get();
+}
+template <class T>
+std::uint64_t value_of(const std::atomic<T>& a) {
+    auto v = a.load(std::memory_order_relaxed);
+    if constexpr (std::is_signed_v<T>) return static_cast<std::uint64_t>(std::max<T>(0, v));
+    return static_cast<std::uint64_t>(v);
+}
+
+template <class T>
+constexpr std::size_t value_labels = 0;
+template <>
+constexpr std::size_t value_labels<status_counters> = 1;
+template <class E, class C>
+constexpr std::size_t value_labels<by_enum<E, C>> = 1;
+
+// Calls f(label value or "", leaf) for each series of the value type, its parts summed: a
+// leaf is a count, or the parts themselves for a histogram.
+template <class T, class F>
+void series_of(const std::vector<const T*>& parts, F&& f) {
+    if constexpr (std::is_same_v<T, histogram>) {
+        f("", parts);
+    } else if constexpr (std::is_same_v<T, status_counters>) {
+        std::map<std::string, std::uint64_t> by_status;
+        for (const auto* p : parts)
+            p->for_each(
+                [&](const std::string& status, std::uint64_t n) { by_status[status] += n; });
+        for (const auto& [status, n] : by_status)
+            f(status, n);
+    } else if constexpr (value_labels<T> == 1) {  // by_enum
+        using E = typename T::label_enum;
+        for (std::size_t i = 0; i < static_cast<std::size_t>(E::count_); ++i) {
+            std::uint64_t n = 0;
+            for (const auto* p : parts)
+                n += value_of((*p)[i]);
+            f(to_string(static_cast<E>(i)), n);
+        }
+    } else {
+        std::uint64_t n = 0;
+        for (const auto* p : parts)
+            n += value_of(*p);
+        f("", n);
+    }
+}
+
+nlohmann::json summed_buckets(const std::vector<const histogram*>& parts) {
+    std::array<std::uint64_t, histogram::bounds.size() + 1> total{};
+    for (const auto* h : parts) {
+        auto b = h->buckets();
+        for (std::size_t i = 0; i < total.size(); ++i)
+            total[i] += b[i];
+    }
+    return nlohmann::json(total);
+}
+
+// The value's /stats JSON: a number, an object by label value, or a histogram's buckets.
+template <class T>
+nlohmann::json json_of(const std::vector<const T*>& parts) {
+    if constexpr (std::is_same_v<T, histogram>) {
+        return summed_buckets(parts);
+    } else if constexpr (value_labels<T> == 1) {
+        auto out = nlohmann::json::object();
+        series_of(parts, [&](const std::string& label, std::uint64_t n) { out[label] = n; });
+        return out;
+    } else {
+        std::uint64_t total = 0;
+        series_of(parts, [&](const std::string&, std::uint64_t n) { total = n; });
+        return total;
+    }
+}
+
+void merge_value(counter& to, const counter& from) {
+    to.add(from.get());
+}
+void merge_value(histogram& to, const histogram& from) {
+    to.merge(from);
+}
+void merge_value(status_counters& to, const status_counters& from) {
+    to.merge(from);
+}
+template <class E, class C>
+void merge_value(by_enum<E, C>& to, const by_enum<E, C>& from) {
+    for (std::size_t i = 0; i < to.size(); ++i)
+        merge_value(to[i], from[i]);
+}
+
+// --- Shapes: the series' outer label (route, upstream, limiter) and where each part is. ---
+
+template <class S>
+struct shape_traits;
+template <class T>
+struct shape_traits<one<T>> {
+    using value = T;
+    static constexpr std::size_t outer_labels = 0;
+    static constexpr const char* group = "";
+    static std::size_t size(const config::config&) { return 1; }
+    static const T* at(const one<T>& s, std::size_t) { return &s; }
+    static std::string name(const config::config&, std::size_t, bool) { return {}; }
+};
+template <class T>
+struct shape_traits<per_route<T>> {
+    using value = T;
+    static constexpr std::size_t outer_labels = 1;
+    static constexpr const char* group = "routes";
+    static std::size_t size(const config::config& cfg) { return cfg.routes.size() + 1; }
+    static const T* at(const per_route<T>& s, std::size_t i) {
+        return i < s.size() ? s.get(i) : nullptr;
+    }
+    // The last slot counts requests that matched no route.
+    static std::string name(const config::config& cfg, std::size_t i, bool for_stats) {
+        return i < cfg.routes.size() ? cfg.routes[i].name : for_stats ? "(no route)" : "";
+    }
+};
+template <class T, const char* Group>
+struct by_name_shape {
+    using value = T;
+    static constexpr std::size_t outer_labels = 1;
+    static constexpr const char* group = Group;
+    static const T* at(const std::vector<T>& s, std::size_t i) {
+        return i < s.size() ? &s[i] : nullptr;
+    }
+};
+constexpr char upstreams_group[] = "upstreams";
+constexpr char limiters_group[] = "limiters";
+template <class T>
+struct shape_traits<per_upstream<T>> : by_name_shape<T, upstreams_group> {
+    static std::size_t size(const config::config& cfg) { return cfg.upstreams.size(); }
+    static std::string name(const config::config& cfg, std::size_t i, bool) {
+        return std::next(cfg.upstreams.begin(), static_cast<std::ptrdiff_t>(i))->first;
+    }
+};
+template <class T>
+struct shape_traits<per_limiter<T>> : by_name_shape<T, limiters_group> {
+    static std::size_t size(const config::config& cfg) { return cfg.limiters.size(); }
+    static std::string name(const config::config& cfg, std::size_t i, bool) {
+        return std::next(cfg.limiters.begin(), static_cast<std::ptrdiff_t>(i))->first;
+    }
+};
+
+constexpr std::size_t count_labels(std::string_view labels) {
+    if (labels.empty()) return 0;
+    std::size_t n = 1;
+    for (char c : labels)
+        n += c == ',';
+    return n;
+}
+
+// Calls f(info, &owner::member, carried) for every metric of RATEGATE_METRICS, in declaration
+// order; `carried` is a std::bool_constant. The declared labels must be the shape's and the
+// value's.
+template <class F>
+void for_each_metric(F&& f) {
+#define RATEGATE_VISIT(where, member, shape, value, kind, name, labels, carried, stats, help)   \
+    static_assert(                                                                              \
+        count_labels(labels) == shape_traits<shape<value>>::outer_labels + value_labels<value>, \
+        "metric " name ": its labels are not its shape's and value's");                         \
+    static_assert(!(carried) || metric_kind::kind != metric_kind::gauge,                        \
+                  "metric " name ": a gauge is not carried over a reload");                     \
+    f(metric_info{#member, metric_kind::kind, name, labels, carried, stats, help},              \
+      &where##_metrics::member, std::bool_constant<carried>{});
+    RATEGATE_METRICS(RATEGATE_VISIT)
+#undef RATEGATE_VISIT
+}
+
+// Calls f(index, parts) for each position of the shape in `cfg`, with the parts of the loops
+// (or the process) that hold a value there.
+template <class S, class F>
+void for_each_position(const config::config& cfg, const std::vector<const S*>& storages, F&& f) {
+    using V = typename shape_traits<S>::value;
+    for (std::size_t i = 0; i < shape_traits<S>::size(cfg); ++i) {
+        std::vector<const V*> parts;
+        for (const auto* s : storages)
+            if (const auto* v = shape_traits<S>::at(*s, i)) parts.push_back(v);
+        f(i, parts);
+    }
+}
+
+template <class M>
+struct member_of;
+template <class S, class O>
+struct member_of<S O::*> {
+    using owner = O;
+};
+template <class M>
+using owner_of = typename member_of<M>::owner;
+
+// The storages of one metric: the process's, or every loop's.
+template <class S>
+std::vector<const S*> storages_of(S process_metrics::*m, const process_metrics& process,
+                                  const std::vector<const loop_metrics*>&) {
+    return {&(process.*m)};
+}
+template <class S>
+std::vector<const S*> storages_of(S loop_metrics::*m, const process_metrics&,
+                                  const std::vector<const loop_metrics*>& loops) {
+    std::vector<const S*> out;
+    for (const auto* l : loops)
+        out.push_back(&(l->*m));
+    return out;
+}
+
+// Every series of one metric: f(label values, leaf), in exposition order.
+template <class S, class F>
+void for_each_series(const metric_info& info, const config::config& cfg,
+                     const std::vector<const S*>& storages, F&& f) {
+    using V = typename shape_traits<S>::value;
+    for_each_position(cfg, storages, [&](std::size_t i, const std::vector<const V*>& parts) {
+        std::vector<std::string> values;
+        if (shape_traits<S>::outer_labels) values.push_back(shape_traits<S>::name(cfg, i, false));
+        series_of(parts, [&](const std::string& inner, const auto& leaf) {
+            auto all = values;
+            if (value_labels<V>) all.push_back(inner);
+            f(all, leaf);
+        });
+    });
+}
 
 // A label value, escaped as the exposition format requires.
 std::string label(const std::string& v) {
@@ -112,6 +301,18 @@ std::string label(const std::string& v) {
             continue;
         }
         out += c;
+    }
+    return out;
+}
+
+// `route="a",status="200"`: the declared label names with these values.
+std::string label_pairs(std::string_view names, const std::vector<std::string>& values) {
+    std::string out;
+    for (const auto& v : values) {
+        auto comma = names.find(',');
+        if (!out.empty()) out += ',';
+        out += std::string(names.substr(0, comma)) + "=\"" + label(v) + "\"";
+        names = comma == std::string_view::npos ? std::string_view() : names.substr(comma + 1);
     }
     return out;
 }
@@ -147,183 +348,213 @@ void render_histogram(std::string& out, const std::string& name, const std::stri
     out += name + "_count" + braces + " " + std::to_string(count) + "\n";
 }
 
+const char* type_name(metric_kind k) {
+    switch (k) {
+        case metric_kind::counter:
+            return "counter";
+        case metric_kind::gauge:
+            return "gauge";
+        case metric_kind::histogram:
+            return "histogram";
+    }
+    return "untyped";
+}
+
+// Carries one metric's values from the old config's positions to the new one's by name.
+template <class S>
+void carry(S& to, const S& from, const std::vector<std::optional<std::size_t>>& source) {
+    for (std::size_t i = 0; i < source.size(); ++i) {
+        if (!source[i]) continue;
+        if constexpr (std::is_base_of_v<lazy_slots<typename shape_traits<S>::value>, S>) {
+            if (const auto* v = from.get(*source[i])) merge_value(to.at(i), *v);
+        } else {
+            merge_value(to[i], from[*source[i]]);
+        }
+    }
+}
+template <class T>
+void carry(one<T>& to, const one<T>& from, const std::vector<std::optional<std::size_t>>&) {
+    merge_value(to, from);
+}
+
+// For each new position, the old position of the same name (if any).
+template <class Names>
+std::vector<std::optional<std::size_t>> positions_by_name(const Names& old_names,
+                                                          const Names& new_names) {
+    std::vector<std::optional<std::size_t>> out;
+    for (const auto& n : new_names) {
+        auto it = std::find(old_names.begin(), old_names.end(), n);
+        out.push_back(it == old_names.end() ? std::nullopt
+                                            : std::optional<std::size_t>(static_cast<std::size_t>(
+                                                  it - old_names.begin())));
+    }
+    return out;
+}
+
+std::vector<std::string> route_names(const config::config& c) {
+    std::vector<std::string> out;
+    for (const auto& r : c.routes)
+        out.push_back(r.name);
+    return out;
+}
+template <class Map>
+std::vector<std::string> keys(const Map& m) {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : m)
+        out.push_back(k);
+    return out;
+}
+
 }  // namespace
 
-// Responses of route `r` by status label, summed over the loops.
-static std::map<std::string, std::uint64_t> statuses_of(
-    const std::vector<const loop_metrics*>& loops, std::size_t r) {
-    std::map<std::string, std::uint64_t> out;
-    for (const auto* l : loops)
-        if (const auto* c = l->requests_.get(r))
-            c->for_each([&](const std::string& status, std::uint64_t n) { out[status] += n; });
-    return out;
+void loop_metrics::carry_over(const loop_metrics& old, const config::config& old_cfg,
+                              const config::config& new_cfg) {
+    auto routes = positions_by_name(route_names(old_cfg), route_names(new_cfg));
+    routes.push_back(old_cfg.routes.size());  // "no route" is the slot after the last route
+    auto limiters = positions_by_name(keys(old_cfg.limiters), keys(new_cfg.limiters));
+    auto upstreams = positions_by_name(keys(old_cfg.upstreams), keys(new_cfg.upstreams));
+    for_each_metric([&](const metric_info&, auto member, auto carried) {
+        if constexpr (carried && std::is_same_v<owner_of<decltype(member)>, loop_metrics>) {
+            using S = std::remove_cvref_t<decltype(old.*member)>;
+            std::string_view group = shape_traits<S>::group;
+            carry(this->*member, old.*member,
+                  group == "routes"     ? routes
+                  : group == "limiters" ? limiters
+                                        : upstreams);
+        }
+    });
+    // Until the loop publishes again, readiness stays what it was (not "never checked").
+    redis_state.store(old.redis_state.load(std::memory_order_relaxed), std::memory_order_relaxed);
 }
 
-std::string render_metrics(const config::config& cfg, const std::vector<const loop_metrics*>& loops,
-                           std::uint64_t open_connections, std::uint64_t reloads_ok,
-                           std::uint64_t reloads_failed) {
+std::string render_metrics(const config::config& cfg, const process_metrics& process,
+                           const std::vector<const loop_metrics*>& loops) {
     std::string out;
     out.reserve(16384);
-    out += "# HELP rategate_requests_total Requests answered, by route and status.\n";
-    out += "# TYPE rategate_requests_total counter\n";
-    for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
-        std::string route = r < cfg.routes.size() ? cfg.routes[r].name : "";
-        for (const auto& [status, n] : statuses_of(loops, r))
-            out += "rategate_requests_total{route=\"" + label(route) + "\",status=\"" + status +
-                   "\"} " + std::to_string(n) + "\n";
-    }
-    out +=
-        "# HELP rategate_request_duration_seconds Time from the request header to the end of the "
-        "response.\n";
-    out += "# TYPE rategate_request_duration_seconds histogram\n";
-    for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
-        std::vector<const histogram*> parts;
-        for (const auto* l : loops)
-            if (const auto* h = l->request_latency.get(r)) parts.push_back(h);
-        render_histogram(out, "rategate_request_duration_seconds",
-                         "route=\"" + label(r < cfg.routes.size() ? cfg.routes[r].name : "") + "\"",
-                         parts);
-    }
-    out +=
-        "# HELP rategate_upstream_duration_seconds Time from sending a request to its response "
-        "header.\n";
-    out += "# TYPE rategate_upstream_duration_seconds histogram\n";
-    std::size_t u = 0;
-    for (const auto& [name, up] : cfg.upstreams) {
-        std::vector<const histogram*> parts;
-        for (const auto* l : loops)
-            parts.push_back(&l->upstream_latency[u]);
-        render_histogram(out, "rategate_upstream_duration_seconds",
-                         "upstream=\"" + label(name) + "\"", parts);
-        ++u;
-    }
-    out += "# HELP rategate_limiter_decisions_total Limiter decisions, by limiter and outcome.\n";
-    out += "# TYPE rategate_limiter_decisions_total counter\n";
-    std::size_t li = 0;
-    for (const auto& [name, l] : cfg.limiters) {
-        for (std::size_t o = 0; o < static_cast<std::size_t>(limiter_outcome::count_); ++o) {
-            std::uint64_t n = 0;
-            for (const auto* loop : loops)
-                n += loop->limiter_decisions[li][o].get();
-            out += "rategate_limiter_decisions_total{limiter=\"" + label(name) + "\",outcome=\"" +
-                   to_string(static_cast<limiter_outcome>(o)) + "\"} " + std::to_string(n) + "\n";
-        }
-        ++li;
-    }
-    out +=
-        "# HELP rategate_limiter_cache_hits_total Rejections answered by the exact over-limit "
-        "cache without Redis (also counted in rategate_limiter_decisions_total), by limiter.\n";
-    out += "# TYPE rategate_limiter_cache_hits_total counter\n";
-    li = 0;
-    for (const auto& [name, l] : cfg.limiters) {
-        std::uint64_t n = 0;
-        for (const auto* loop : loops)
-            n += loop->limiter_cache_hits[li].get();
-        out += "rategate_limiter_cache_hits_total{limiter=\"" + label(name) + "\"} " +
-               std::to_string(n) + "\n";
-        ++li;
-    }
-    auto sum = [&](auto member) {
-        std::uint64_t n = 0;
-        for (const auto* l : loops)
-            n += member(*l);
-        return n;
-    };
-    auto line = [&](const char* name, const char* type, const char* help, std::uint64_t v) {
-        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
-               name + " " + std::to_string(v) + "\n";
-    };
-    line("rategate_redis_calls_total", "counter", "EVALSHA calls of the limiter chain script.",
-         sum([](const loop_metrics& l) { return l.redis_calls.get(); }));
-    line("rategate_redis_decisions_total", "counter", "Requests decided by those calls (batching).",
-         sum([](const loop_metrics& l) { return l.redis_decisions.get(); }));
-    line("rategate_over_limit_cache_entries", "gauge",
-         "Keys held by the over-limit caches of every event loop.", sum([](const loop_metrics& l) {
-             return static_cast<std::uint64_t>(l.cache_entries.load(std::memory_order_relaxed));
-         }));
-    line("rategate_redis_errors_total", "counter",
-         "Limiter calls that failed (timeout, connection, script).",
-         sum([](const loop_metrics& l) { return l.redis_errors.get(); }));
-    line("rategate_redis_commands_total", "counter", "Redis commands written.",
-         sum([](const loop_metrics& l) {
-             return l.redis_commands.load(std::memory_order_relaxed);
-         }));
-    line("rategate_redis_writes_total", "counter",
-         "Socket writes carrying those commands (pipeline depth).",
-         sum([](const loop_metrics& l) { return l.redis_writes.load(std::memory_order_relaxed); }));
-    line("rategate_redis_reconnects_total", "counter", "Reconnections to Redis.",
-         sum([](const loop_metrics& l) {
-             return l.redis_reconnects.load(std::memory_order_relaxed);
-         }));
-    line("rategate_redis_noscript_reloads_total", "counter", "NOSCRIPT replies answered with EVAL.",
-         sum([](const loop_metrics& l) {
-             return l.redis_noscript.load(std::memory_order_relaxed);
-         }));
-    line("rategate_redis_timeouts_total", "counter", "Redis commands that timed out.",
-         sum([](const loop_metrics& l) {
-             return l.redis_timeouts.load(std::memory_order_relaxed);
-         }));
-    line("rategate_redis_cluster_redirects_total", "counter",
-         "Redis Cluster MOVED and ASK redirections followed.", sum([](const loop_metrics& l) {
-             return l.cluster_redirects.load(std::memory_order_relaxed);
-         }));
-    line("rategate_redis_cluster_split_chains_total", "counter",
-         "Requests whose limiter chain spans Redis Cluster slots (one call per slot).",
-         sum([](const loop_metrics& l) {
-             return l.cluster_split_chains.load(std::memory_order_relaxed);
-         }));
-    line("rategate_redis_cluster_refunds_total", "counter",
-         "Refund calls undoing the parts a rejected split chain consumed.",
-         sum([](const loop_metrics& l) {
-             return l.cluster_refunds.load(std::memory_order_relaxed);
-         }));
-    line("rategate_redis_cluster_refund_failures_total", "counter",
-         "Refunds that failed (their quota stays taken until it expires).",
-         sum([](const loop_metrics& l) {
-             return l.cluster_refund_failures.load(std::memory_order_relaxed);
-         }));
-    out += "# HELP rategate_redis_call_duration_seconds Latency of one limiter EVALSHA call.\n";
-    out += "# TYPE rategate_redis_call_duration_seconds histogram\n";
-    std::vector<const histogram*> redis_parts;
-    for (const auto* l : loops)
-        redis_parts.push_back(&l->redis_latency);
-    render_histogram(out, "rategate_redis_call_duration_seconds", "", redis_parts);
-    line("rategate_open_connections", "gauge", "Open client connections.", open_connections);
-    line("rategate_upstream_idle_connections", "gauge", "Idle keep-alive connections to upstreams.",
-         sum([](const loop_metrics& l) {
-             return static_cast<std::uint64_t>(std::max<std::int64_t>(0, l.upstream_idle.load()));
-         }));
-    line("rategate_websocket_tunnels_open", "gauge", "Open WebSocket (upgraded) tunnels.",
-         sum([](const loop_metrics& l) {
-             return static_cast<std::uint64_t>(
-                 std::max<std::int64_t>(0, l.websocket_tunnels_open.load()));
-         }));
-    line("rategate_websocket_tunnels_total", "counter", "WebSocket (upgraded) tunnels opened.",
-         sum([](const loop_metrics& l) { return l.websocket_tunnels.get(); }));
-    out += "# HELP rategate_config_reloads_total Configuration reloads, by outcome.\n";
-    out += "# TYPE rategate_config_reloads_total counter\n";
-    out +=
-        "rategate_config_reloads_total{outcome=\"success\"} " + std::to_string(reloads_ok) + "\n";
-    out += "rategate_config_reloads_total{outcome=\"failure\"} " + std::to_string(reloads_failed) +
-           "\n";
+    for_each_metric([&](const metric_info& info, auto member, auto) {
+        std::string name = info.name;
+        out += "# HELP " + name + " " + info.help + "\n# TYPE " + name + " " +
+               type_name(info.kind) + "\n";
+        for_each_series(
+            info, cfg, storages_of(member, process, loops),
+            [&](const std::vector<std::string>& labels, const auto& leaf) {
+                auto pairs = label_pairs(info.labels, labels);
+                if constexpr (std::is_same_v<std::decay_t<decltype(leaf)>, std::uint64_t>) {
+                    out += name + (pairs.empty() ? "" : "{" + pairs + "}") + " " +
+                           std::to_string(leaf) + "\n";
+                } else {
+                    render_histogram(out, name, pairs, leaf);
+                }
+            });
+    });
     return out;
 }
 
-}  // namespace rategate::gateway
+std::string render_stats_json(const config::config& cfg, const process_metrics& process,
+                              const std::vector<const loop_metrics*>& loops, double uptime_s) {
+    using nlohmann::json;
+    json out;
+    out["time_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    out["uptime_s"] = uptime_s;
+    out["latency_bounds"] = histogram::bounds;
+    // Rows of per-route and per-limiter metrics: "no route" is shown only once seen.
+    std::map<std::string, std::vector<json>> rows;
+    std::map<std::string, std::vector<bool>> seen;
+    for_each_metric([&](const metric_info& info, auto member, auto) {
+        std::string_view at = info.stats;
+        if (at.empty()) return;
+        auto storages = storages_of(member, process, loops);
+        using S =
+            std::remove_const_t<std::remove_pointer_t<typename decltype(storages)::value_type>>;
+        auto slash = at.find('/');
+        if constexpr (shape_traits<S>::outer_labels == 0) {
+            json* node = &out;
+            for (; slash != std::string_view::npos; slash = at.find('/')) {
+                node = &(*node)[std::string(at.substr(0, slash))];
+                at.remove_prefix(slash + 1);
+            }
+            for_each_position(cfg, storages, [&](std::size_t, const auto& parts) {
+                (*node)[std::string(at)] = json_of(parts);
+            });
+        } else {
+            std::string group(at.substr(0, slash)), field(at.substr(slash + 1));
+            if (group != shape_traits<S>::group)
+                throw std::logic_error(std::string("metric ") + info.name + ": /stats path " +
+                                       info.stats + " is not in its shape's rows");
+            auto& r = rows[group];
+            auto& s = seen[group];
+            for_each_position(cfg, storages, [&](std::size_t i, const auto& parts) {
+                if (r.size() <= i) {
+                    r.resize(i + 1);
+                    s.resize(i + 1);
+                }
+                r[i]["name"] = shape_traits<S>::name(cfg, i, true);
+                r[i][field] = json_of(parts);
+                if (!parts.empty()) s[i] = true;
+            });
+        }
+    });
+    for (auto& [group, r] : rows) {
+        auto& arr = out[group] = json::array();
+        for (std::size_t i = 0; i < r.size(); ++i) {
+            bool no_route = group == "routes" && i == cfg.routes.size();
+            if (!no_route || seen[group][i]) arr.push_back(std::move(r[i]));
+        }
+    }
+    int state = -1;
+    for (const auto* l : loops)
+        state = std::max(state, l->redis_state.load(std::memory_order_relaxed));
+    static constexpr const char* states[] = {"connected", "degraded", "down"};
+    out["redis"]["configured"] = cfg.redis.has_value();
+    out["redis"]["state"] =
+        cfg.redis ? (state >= 0 && state <= 2 ? states[state] : "starting") : "not configured";
+    return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
-namespace rategate::gateway {
+std::string render_summary(const config::config& cfg, const loop_metrics& m) {
+    process_metrics none;
+    std::vector<const loop_metrics*> loops{&m};
+    // {member} or {member.label}: that metric's total, over the series with that label value.
+    auto total = [&](std::string_view ref) {
+        auto dot = ref.find('.');
+        auto member = ref.substr(0, dot);
+        auto want = dot == std::string_view::npos ? std::string_view() : ref.substr(dot + 1);
+        std::optional<std::uint64_t> sum;
+        for_each_metric([&](const metric_info& info, auto ptr, auto) {
+            if (member != info.member) return;
+            sum = 0;
+            for_each_series(
+                info, cfg, storages_of(ptr, none, loops),
+                [&](const std::vector<std::string>& labels, const auto& leaf) {
+                    if (!want.empty() &&
+                        std::find(labels.begin(), labels.end(), want) == labels.end())
+                        return;
+                    if constexpr (std::is_same_v<std::decay_t<decltype(leaf)>, std::uint64_t>)
+                        *sum += leaf;
+                    else
+                        for (const auto* h : leaf)
+                            *sum += h->count();
+                });
+        });
+        if (!sum)
+            throw std::logic_error("summary_format names no declared metric: " + std::string(ref));
+        return *sum;
+    };
+    std::string out;
+    std::string_view f = summary_format;
+    for (auto open = f.find('{'); open != std::string_view::npos; open = f.find('{')) {
+        auto close = f.find('}', open);
+        out += f.substr(0, open);
+        out += std::to_string(total(f.substr(open + 1, close - open - 1)));
+        f.remove_prefix(close + 1);
+    }
+    out += f;
+    return out;
+}
 
 namespace {
-
-nlohmann::json summed_buckets(const std::vector<const histogram*>& parts) {
-    std::array<std::uint64_t, histogram::bounds.size() + 1> total{};
-    for (const auto* h : parts) {
-        auto b = h->buckets();
-        for (std::size_t i = 0; i < total.size(); ++i)
-            total[i] += b[i];
-    }
-    return nlohmann::json(total);
-}
 
 // %XX escapes of a key part back to bytes, for display (limiters/keys.cpp escapes them).
 std::string unescape_key_part(std::string_view s) {
@@ -346,64 +577,6 @@ std::string unescape_key_part(std::string_view s) {
 }
 
 }  // namespace
-
-std::string render_stats_json(const config::config& cfg,
-                              const std::vector<const loop_metrics*>& loops,
-                              std::uint64_t open_connections, double uptime_s) {
-    using nlohmann::json;
-    json out;
-    out["time_ms"] = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-    out["uptime_s"] = uptime_s;
-    out["open_connections"] = open_connections;
-    out["latency_bounds"] = histogram::bounds;
-    json routes = json::array();
-    for (std::size_t r = 0; r <= cfg.routes.size(); ++r) {
-        json statuses = json::object();
-        for (const auto& [status, n] : statuses_of(loops, r))
-            statuses[status] = n;
-        if (r == cfg.routes.size() && statuses.empty()) continue;  // "no route" only when seen
-        std::vector<const histogram*> parts;
-        for (const auto* l : loops)
-            if (const auto* h = l->request_latency.get(r)) parts.push_back(h);
-        routes.push_back({{"name", r < cfg.routes.size() ? cfg.routes[r].name : "(no route)"},
-                          {"statuses", statuses},
-                          {"latency", summed_buckets(parts)}});
-    }
-    out["routes"] = routes;
-    json limiters = json::array();
-    std::size_t li = 0;
-    for (const auto& [name, l] : cfg.limiters) {
-        json outcomes = json::object();
-        for (std::size_t o = 0; o < static_cast<std::size_t>(limiter_outcome::count_); ++o) {
-            std::uint64_t n = 0;
-            for (const auto* loop : loops)
-                n += loop->limiter_decisions[li][o].get();
-            outcomes[to_string(static_cast<limiter_outcome>(o))] = n;
-        }
-        limiters.push_back({{"name", name}, {"outcomes", outcomes}});
-        ++li;
-    }
-    out["limiters"] = limiters;
-    int state = -1;
-    std::uint64_t calls = 0, errors = 0;
-    std::vector<const histogram*> redis_parts;
-    for (const auto* l : loops) {
-        state = std::max(state, l->redis_state.load(std::memory_order_relaxed));
-        calls += l->redis_calls.get();
-        errors += l->redis_errors.get();
-        redis_parts.push_back(&l->redis_latency);
-    }
-    static constexpr const char* states[] = {"connected", "degraded", "down"};
-    out["redis"] = {{"configured", cfg.redis.has_value()},
-                    {"state", cfg.redis ? (state >= 0 && state <= 2 ? states[state] : "starting")
-                                        : "not configured"},
-                    {"calls", calls},
-                    {"errors", errors},
-                    {"latency", summed_buckets(redis_parts)}};
-    return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 std::string render_top_json(const std::vector<const loop_metrics*>& loops,
                             std::string_view key_prefix, std::size_t limit) {

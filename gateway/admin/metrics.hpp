@@ -129,40 +129,170 @@ class lazy_slots {
 /// Outcomes of limiter decisions (SPEC §4).
 enum class limiter_outcome { allowed, limited, shadow_limited, error, delayed, denied, count_ };
 const char* to_string(limiter_outcome o);
+/// Outcomes of configuration reloads.
+enum class reload_outcome { success, failure, count_ };
+const char* to_string(reload_outcome o);
 
-/// The metrics of one event loop.
+/// One counter per value of the enum `E` (`count_` last), labelled with to_string(E).
+template <class E, class C = counter>
+struct by_enum : std::array<C, static_cast<std::size_t>(E::count_)> {
+    using label_enum = E;
+};
+using outcome_counters = by_enum<limiter_outcome>;
+using reload_counters = by_enum<reload_outcome, std::atomic<std::uint64_t>>;
+/// A level moved by any thread, or a copy of a total kept elsewhere (a Redis connection's),
+/// stored rather than added to; read with a relaxed load.
+using gauge = std::atomic<std::int64_t>;
+using published_total = std::atomic<std::uint64_t>;
+
+/// How many routes, limiters and upstreams a config has: the sizes of the metrics' shapes.
+struct metric_dims {
+    std::size_t routes = 0, limiters = 0, upstreams = 0;
+};
+
+/// The shapes a metric's storage takes: one value, or one per route (the last: no route),
+/// per upstream or per limiter (name order). Each is its value type, or a container of it,
+/// built from the config's sizes; the request path indexes them directly.
+template <class T>
+struct one : T {
+    explicit one(const metric_dims&) {}
+};
+template <class T>
+struct per_route : lazy_slots<T> {
+    explicit per_route(const metric_dims& d) : lazy_slots<T>(d.routes + 1) {}
+};
+template <class T>
+struct per_upstream : std::vector<T> {
+    explicit per_upstream(const metric_dims& d) : std::vector<T>(d.upstreams) {}
+};
+template <class T>
+struct per_limiter : std::vector<T> {
+    explicit per_limiter(const metric_dims& d) : std::vector<T>(d.limiters) {}
+};
+
+enum class metric_kind { counter, gauge, histogram };
+
+// Every metric, declared once (SPEC §4). Columns: where it is kept (`loop`: per event loop,
+// summed at scrape time; `process`: once, by the server), its member, storage shape and value
+// type, Prometheus type, name and labels (shape's, then value's), whether a reload carries it
+// over (by route, limiter and upstream name), where /stats shows it ("" = not shown; `routes/x`
+// and `limiters/x` are a field of each row) and its help text. The storage, the reload
+// carry-over, the Prometheus text, /stats and the shutdown summary are all derived from it
+// (metrics.cpp); the order is the exposition's.
+// clang-format off
+#define RATEGATE_METRICS(X)                                                                                   \
+    X(loop, requests_, per_route, status_counters, counter, "rategate_requests_total", "route,status", true,   \
+      "routes/statuses", "Requests answered, by route and status.")                                          \
+    X(loop, request_latency, per_route, histogram, histogram, "rategate_request_duration_seconds", "route",   \
+      true, "routes/latency", "Time from the request header to the end of the response.")                    \
+    X(loop, upstream_latency, per_upstream, histogram, histogram, "rategate_upstream_duration_seconds",       \
+      "upstream", true, "", "Time from sending a request to its response header.")                           \
+    X(loop, limiter_decisions, per_limiter, outcome_counters, counter, "rategate_limiter_decisions_total",    \
+      "limiter,outcome", true, "limiters/outcomes", "Limiter decisions, by limiter and outcome.")            \
+    X(loop, limiter_cache_hits, per_limiter, counter, counter, "rategate_limiter_cache_hits_total",           \
+      "limiter", true, "", "Rejections answered by the exact over-limit cache without Redis (also counted "  \
+      "in rategate_limiter_decisions_total), by limiter.")                                                   \
+    X(loop, redis_calls, one, counter, counter, "rategate_redis_calls_total", "", true, "redis/calls",        \
+      "EVALSHA calls of the limiter chain script.")                                                          \
+    X(loop, redis_decisions, one, counter, counter, "rategate_redis_decisions_total", "", true, "",           \
+      "Requests decided by those calls (batching).")                                                         \
+    X(loop, cache_entries, one, gauge, gauge, "rategate_over_limit_cache_entries", "", false, "",             \
+      "Keys held by the over-limit caches of every event loop.")                                             \
+    X(loop, redis_errors, one, counter, counter, "rategate_redis_errors_total", "", true, "redis/errors",     \
+      "Limiter calls that failed (timeout, connection, script).")                                            \
+    X(loop, redis_commands, one, published_total, counter, "rategate_redis_commands_total", "", false, "",    \
+      "Redis commands written.")                                                                             \
+    X(loop, redis_writes, one, published_total, counter, "rategate_redis_writes_total", "", false, "",        \
+      "Socket writes carrying those commands (pipeline depth).")                                             \
+    X(loop, redis_reconnects, one, published_total, counter, "rategate_redis_reconnects_total", "", false,    \
+      "", "Reconnections to Redis.")                                                                         \
+    X(loop, redis_noscript, one, published_total, counter, "rategate_redis_noscript_reloads_total", "",       \
+      false, "", "NOSCRIPT replies answered with EVAL.")                                                     \
+    X(loop, redis_timeouts, one, published_total, counter, "rategate_redis_timeouts_total", "", false, "",    \
+      "Redis commands that timed out.")                                                                      \
+    X(loop, cluster_redirects, one, published_total, counter, "rategate_redis_cluster_redirects_total", "",   \
+      false, "", "Redis Cluster MOVED and ASK redirections followed.")                                       \
+    X(loop, cluster_split_chains, one, published_total, counter, "rategate_redis_cluster_split_chains_total", \
+      "", false, "", "Requests whose limiter chain spans Redis Cluster slots (one call per slot).")          \
+    X(loop, cluster_refunds, one, published_total, counter, "rategate_redis_cluster_refunds_total", "",       \
+      false, "", "Refund calls undoing the parts a rejected split chain consumed.")                          \
+    X(loop, cluster_refund_failures, one, published_total, counter,                                           \
+      "rategate_redis_cluster_refund_failures_total", "", false, "",                                         \
+      "Refunds that failed (their quota stays taken until it expires).")                                     \
+    X(loop, redis_latency, one, histogram, histogram, "rategate_redis_call_duration_seconds", "", true,       \
+      "redis/latency", "Latency of one limiter EVALSHA call.")                                               \
+    X(process, open_connections, one, published_total, gauge, "rategate_open_connections", "", false,         \
+      "open_connections", "Open client connections.")                                                        \
+    X(loop, upstream_idle, one, gauge, gauge, "rategate_upstream_idle_connections", "", false, "",            \
+      "Idle keep-alive connections to upstreams.")                                                           \
+    X(loop, websocket_tunnels_open, one, gauge, gauge, "rategate_websocket_tunnels_open", "", false, "",      \
+      "Open WebSocket (upgraded) tunnels.")                                                                  \
+    X(loop, websocket_tunnels, one, counter, counter, "rategate_websocket_tunnels_total", "", true, "",       \
+      "WebSocket (upgraded) tunnels opened.")                                                                \
+    X(process, config_reloads, one, reload_counters, counter, "rategate_config_reloads_total", "outcome",     \
+      false, "", "Configuration reloads, by outcome.")
+// clang-format on
+
+/// The shutdown summary of one event loop: `{member}` is that metric's total over the loop,
+/// `{member.label}` its total over the series with that label value.
+inline constexpr const char* summary_format =
+    "limiter outcomes {limiter_decisions.allowed} allowed, {limiter_decisions.limited} limited, "
+    "{limiter_decisions.delayed} delayed, {limiter_decisions.denied} denied, "
+    "{limiter_decisions.error} error; {redis_decisions} decisions in {redis_calls} EVALSHA calls "
+    "({redis_errors} failed); {redis_commands} Redis commands in {redis_writes} writes";
+
+/// A metric's declaration, as data (for tests and tools).
+struct metric_info {
+    const char* member;
+    metric_kind kind;
+    const char* name;
+    const char* labels;  ///< comma-separated
+    bool carried;        ///< across reloads
+    const char* stats;   ///< where /stats shows it ("" = not shown)
+    const char* help;
+};
+#define RATEGATE_METRIC_INFO(where, member, shape, value, kind, name, labels, carried, stats, \
+                             help)                                                            \
+    metric_info{#member, metric_kind::kind, name, labels, carried, stats, help},
+inline constexpr metric_info metric_table[] = {RATEGATE_METRICS(RATEGATE_METRIC_INFO)};
+#undef RATEGATE_METRIC_INFO
+
+// Declares the members kept in loop_metrics, or those kept in process_metrics.
+#define RATEGATE_METRIC_IF_loop_IS_loop(...) __VA_ARGS__
+#define RATEGATE_METRIC_IF_loop_IS_process(...)
+#define RATEGATE_METRIC_IF_process_IS_loop(...)
+#define RATEGATE_METRIC_IF_process_IS_process(...) __VA_ARGS__
+#define RATEGATE_LOOP_METRIC_MEMBER(where, member, shape, value, ...) \
+    RATEGATE_METRIC_IF_##where##_IS_loop(shape<value> member{dims};)
+#define RATEGATE_PROCESS_METRIC_MEMBER(where, member, shape, value, ...) \
+    RATEGATE_METRIC_IF_##where##_IS_process(shape<value> member{dims};)
+
+/// The metrics kept once per process (by the server), declared in RATEGATE_METRICS.
+struct process_metrics {
+    const metric_dims dims{};
+    RATEGATE_METRICS(RATEGATE_PROCESS_METRIC_MEMBER)
+};
+
+/// The metrics of one event loop: the members declared in RATEGATE_METRICS as `loop`, each
+/// with a single writer (the loop) unless it is an atomic gauge or total.
 struct loop_metrics {
-    loop_metrics(std::size_t routes, std::size_t limiters, std::size_t upstreams);
+    loop_metrics(std::size_t routes, std::size_t limiters, std::size_t upstreams)
+        : dims{routes, limiters, upstreams} {}
+    loop_metrics(const loop_metrics&) = delete;
+    loop_metrics& operator=(const loop_metrics&) = delete;
+
+    const metric_dims dims;
+    RATEGATE_METRICS(RATEGATE_LOOP_METRIC_MEMBER)
 
     /// Requests by route (index; routes.size() = no route) and status (100..599).
     void request(std::size_t route, unsigned status) {
         requests_.at(route).add(status < 600 ? status : 599);
     }
-    lazy_slots<status_counters> requests_;
-    lazy_slots<histogram> request_latency;    ///< by route (last: no route)
-    std::vector<histogram> upstream_latency;  ///< by upstream, time to the response header
-    std::vector<std::array<counter, static_cast<std::size_t>(limiter_outcome::count_)>>
-        limiter_decisions;
-    std::vector<counter> limiter_cache_hits;     ///< by limiter: rejections answered by the
-                                                 ///< over-limit cache (also counted as limited)
-    std::atomic<std::int64_t> cache_entries{0};  ///< over-limit cache size, published by the ticker
-    histogram redis_latency;                     ///< one EVALSHA call
-    counter redis_calls, redis_decisions, redis_errors;
-    std::atomic<std::uint64_t> redis_commands{0}, redis_writes{0}, redis_reconnects{0},
-        redis_noscript{0},
-        redis_timeouts{0},             ///< published from the connection by the loop's ticker
-        cluster_redirects{0},          ///< MOVED and ASK followed (Redis Cluster)
-        cluster_split_chains{0},       ///< requests whose chain spans slots
-        cluster_refunds{0},            ///< refund calls of rejected split chains
-        cluster_refund_failures{0};    ///< refunds that failed
     std::atomic<int> redis_state{-1};  ///< -1 not configured, 0 connected, 1 degraded, 2 down
-    std::atomic<std::int64_t> upstream_idle{0};
-    std::atomic<std::int64_t> websocket_tunnels_open{0};  ///< upgraded connections open now
-    counter websocket_tunnels;                            ///< upgraded connections opened
 
-    /// Carries the counters of `old` (the previous config's metrics of this loop) into these, by
-    /// route, limiter and upstream name, so counters of the process survive a reload (SPEC §5).
-    /// Gauges are not carried. Runs on the loop's thread before the new runtime is installed.
+    /// Carries the metrics declared `carried` of `old` (the previous config's metrics of this
+    /// loop) into these, by route, limiter and upstream name, so counters of the process survive
+    /// a reload (SPEC §5). Runs on the loop's thread before the new runtime is installed.
     void carry_over(const loop_metrics& old, const config::config& old_cfg,
                     const config::config& new_cfg);
 
@@ -183,19 +313,22 @@ struct loop_metrics {
 
 /// The dashboard's JSON (admin `GET /stats`): cumulative request counts by route and status
 /// with latency histograms, decisions by limiter and outcome, Redis health, calls, errors and
-/// latency histogram; `latency_bounds` are the histogram's bucket upper bounds in seconds.
-std::string render_stats_json(const config::config& cfg,
-                              const std::vector<const loop_metrics*>& loops,
-                              std::uint64_t open_connections, double uptime_s);
+/// latency histogram (each metric where its declaration's `stats` column puts it);
+/// `latency_bounds` are the histogram's bucket upper bounds in seconds.
+std::string render_stats_json(const config::config& cfg, const process_metrics& process,
+                              const std::vector<const loop_metrics*>& loops, double uptime_s);
 
 /// Admin `GET /top` (SPEC §4): `[{"limiter", "key", "limited"}]`, most limited first, merged
 /// over every loop's last five minutes. `key_prefix` is stripped from the layer keys.
 std::string render_top_json(const std::vector<const loop_metrics*>& loops,
                             std::string_view key_prefix, std::size_t limit = 50);
 
-/// Renders the Prometheus text exposition (0.0.4) of every loop's metrics, summed.
-std::string render_metrics(const config::config& cfg, const std::vector<const loop_metrics*>& loops,
-                           std::uint64_t open_connections, std::uint64_t reloads_ok,
-                           std::uint64_t reloads_failed);
+/// Renders the Prometheus text exposition (0.0.4) of every declared metric: the process's, and
+/// every loop's summed.
+std::string render_metrics(const config::config& cfg, const process_metrics& process,
+                           const std::vector<const loop_metrics*>& loops);
+
+/// One event loop's shutdown summary (summary_format filled in from `m`).
+std::string render_summary(const config::config& cfg, const loop_metrics& m);
 
 }  // namespace rategate::gateway

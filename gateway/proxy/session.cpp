@@ -21,6 +21,7 @@
 #include "gateway/limiting/pipeline.hpp"
 #include "gateway/proxy/forward.hpp"
 #include "gateway/runtime/deadline.hpp"
+#include "gateway/runtime/task_group.hpp"
 #include "gateway/runtime/worker.hpp"
 
 namespace rategate::gateway {
@@ -52,8 +53,7 @@ std::string_view buffer_view(const beast::flat_buffer& b) {
 // the first byte on, the whole block must arrive within header_timeout (anti-slowloris).
 net::awaitable<block_result> read_header_block(timed_socket& s, beast::flat_buffer& buf,
                                                const config::limits_config& limits,
-                                               std::chrono::milliseconds first_wait,
-                                               session_slot& slot) {
+                                               std::chrono::milliseconds first_wait) {
     // RFC 9112 §2.2: ignore empty lines before a request line.
     auto skip_crlf = [&] {
         auto v = buffer_view(buf);
@@ -64,15 +64,15 @@ net::awaitable<block_result> read_header_block(timed_socket& s, beast::flat_buff
     };
     skip_crlf();
     if (buf.size() == 0) {
-        slot.idle = true;
+        // Idle: a stop closes the connection now (worker::stop cancels sessions with partial).
+        co_await idle_cancellation();
         s.timer.expires_after(first_wait);
         auto [ec, n] = co_await s.async_read_some(buf.prepare(16 * 1024), use_nothrow);
-        slot.idle = false;
+        co_await busy_cancellation();  // a request has begun: it gets its response
         if (ec) co_return block_result{block_status::closed};
         buf.commit(n);
         skip_crlf();
     }
-    slot.idle = false;
     s.timer.expires_after(limits.header_timeout);
     std::size_t resume = 0;
     for (;;) {
@@ -130,19 +130,17 @@ struct request_scope {
 
 struct session_guard {
     worker& w;
-    std::list<session_slot>::iterator slot;
-    ~session_guard() {
-        w.sessions.erase(slot);
-        w.open_connections.fetch_sub(1, std::memory_order_relaxed);
-    }
+    ~session_guard() { w.open_connections.fetch_sub(1, std::memory_order_relaxed); }
 };
 
 }  // namespace
 
 net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     const std::string peer = peer_address(socket);
+    session_guard guard{w};
+    // A new connection is idle (a stop closes it) until its first request begins.
+    co_await idle_cancellation();
     timed_socket client(std::move(socket), w.sweeper);
-    session_guard guard{w, w.sessions.insert(w.sessions.end(), session_slot{&client.socket, true})};
     beast::flat_buffer buf;
     bool first = true;
     // HTTPS: the handshake counts toward header_timeout; a failed one (a plain-HTTP request
@@ -165,7 +163,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         auto rt = w.rt;
         const auto& limits = rt->cfg->limits;
         auto block = co_await read_header_block(
-            client, buf, limits, first ? limits.header_timeout : limits.idle_timeout, *guard.slot);
+            client, buf, limits, first ? limits.header_timeout : limits.idle_timeout);
         first = false;
         if (block.status == block_status::closed) break;
         request_scope scope(*rt, peer);

@@ -9,7 +9,9 @@ namespace rategate::gateway {
 
 class worker;
 
-/// Serves `socket` until the client closes, a limit or error ends it, or shutdown.
+/// Serves `socket` until the client closes, a limit or error ends it, or shutdown. A task of
+/// the worker's `sessions` group: `partial` cancellation closes it while it is idle (waiting
+/// for a request), `terminal` at any point.
 /// Counts itself in `w.open_connections` (already incremented by the acceptor).
 boost::asio::awaitable<void> run_session(worker& w, boost::asio::ip::tcp::socket socket);
 

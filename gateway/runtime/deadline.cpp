@@ -34,9 +34,10 @@ bool deadline::expired() const {
 
 net::awaitable<void> deadline_sweeper::run() {
     net::steady_timer timer(co_await net::this_coro::executor);
-    while (!(stopping_ && slots_.empty())) {
+    for (;;) {
         timer.expires_after(resolution_);
-        co_await timer.async_wait(net::as_tuple(net::use_awaitable));
+        auto [ec] = co_await timer.async_wait(net::as_tuple(net::use_awaitable));
+        if (ec) co_return;  // cancelled
         auto now = deadline::clock::now();
         for (auto& s : slots_) {
             // Cancelled again on every sweep while expired, in case no operation was pending.

@@ -74,16 +74,14 @@ class deadline_sweeper {
     explicit deadline_sweeper(std::chrono::milliseconds resolution = std::chrono::milliseconds(100))
         : resolution_(resolution) {}
 
-    /// Sweeps until stop() was called and every deadline has unregistered.
+    /// Sweeps until cancelled (the loop's tickers are cancelled after its sessions ended).
     boost::asio::awaitable<void> run();
-    void stop() { stopping_ = true; }
     std::size_t size() const { return slots_.size(); }
 
   private:
     friend class deadline;
     std::chrono::milliseconds resolution_;
     std::list<deadline::slot> slots_;
-    bool stopping_ = false;
 };
 
 }  // namespace rategate::gateway

@@ -3,17 +3,11 @@
 #include <sys/socket.h>
 
 #include <spdlog/spdlog.h>
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <stdexcept>
 
 #include "gateway/admin/access_log.hpp"
 #include "gateway/admin/admin.hpp"
-#include "gateway/proxy/session.hpp"
 #include "gateway/runtime/worker.hpp"
 
 namespace rategate::gateway {
@@ -23,8 +17,6 @@ using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 
 namespace {
-
-constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 
 tcp::acceptor bind_acceptor(net::io_context& ioc, const config::host_port& address) {
     tcp::endpoint ep{net::ip::make_address(address.host), address.port};
@@ -40,70 +32,6 @@ tcp::acceptor bind_acceptor(net::io_context& ioc, const config::host_port& addre
         throw std::runtime_error("cannot listen on " + address.to_string() + ": " + ec.message());
     a.listen(net::socket_base::max_listen_connections);
     return a;
-}
-
-// Publishes what the loop's Redis connections and pools count into its metrics, 4 times a second.
-net::awaitable<void> metrics_ticker(worker& w) {
-    net::steady_timer t(w.ioc);
-    while (!w.stopping) {
-        w.publish_metrics();
-        flush_access_log();
-        t.expires_after(std::chrono::milliseconds(250));
-        co_await t.async_wait(use_nothrow);
-    }
-}
-
-// At startup, give this loop's Redis connections a moment to connect before taking clients, so
-// the first requests are decided by Redis and not by the on_redis_error policy. Clients that
-// connect meanwhile wait in the listen backlog.
-net::awaitable<void> wait_for_redis(worker& w, std::chrono::milliseconds limit) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    net::steady_timer t(w.ioc);
-    for (;;) {
-        if (w.redis_up() || w.stopping) co_return;
-        if (std::chrono::steady_clock::now() >= until) {
-            std::string why = w.redis_error();
-            spdlog::warn(
-                "Redis not reachable yet ({}): serving, routes apply on_redis_error until it "
-                "answers",
-                why.empty() ? "connecting" : why);
-            co_return;
-        }
-        t.expires_after(std::chrono::milliseconds(5));
-        co_await t.async_wait(use_nothrow);
-    }
-}
-
-net::awaitable<void> accept_loop(worker& w) {
-    if (!w.redis.empty() || w.cluster) co_await wait_for_redis(w, std::chrono::milliseconds(3000));
-    while (!w.stopping) {
-        auto [ec, socket] = co_await w.acceptor->async_accept(use_nothrow);
-        if (ec) {
-            if (w.stopping || ec == net::error::operation_aborted) break;
-            // Out of file descriptors or similar: back off briefly instead of spinning.
-            spdlog::warn("accept failed: {}", ec.message());
-            net::steady_timer t(w.ioc, std::chrono::milliseconds(20));
-            co_await t.async_wait(use_nothrow);
-            continue;
-        }
-        if (w.open_connections.fetch_add(1, std::memory_order_relaxed) >=
-            w.rt->cfg->limits.max_connections) {
-            w.open_connections.fetch_sub(1, std::memory_order_relaxed);
-            error_code ignored;
-            socket.close(ignored);  // max_connections: refuse rather than queue
-            continue;
-        }
-        error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        net::co_spawn(w.ioc, run_session(w, std::move(socket)), [](std::exception_ptr e) {
-            if (!e) return;
-            try {
-                std::rethrow_exception(e);
-            } catch (const std::exception& ex) {
-                spdlog::error("session ended by exception: {}", ex.what());
-            }
-        });
-    }
 }
 
 }  // namespace
@@ -124,7 +52,7 @@ server::server(std::shared_ptr<const config::config> cfg)
                                    },
                                    [this] { return stats_text(); }, [this] { return top_text(); }});
     for (int i = 0; i < n; ++i) {
-        auto w = std::make_unique<worker>(cfg_, open_connections_, policy_, *local_);
+        auto w = std::make_unique<worker>(cfg_, process_.open_connections, policy_, *local_);
         w->index = workers_.size();
         w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
         workers_.push_back(std::move(w));
@@ -141,11 +69,11 @@ server::~server() {
 void server::start() {
     if (admin_) admin_->start();
     for (auto& w : workers_) {
-        net::co_spawn(w->ioc, accept_loop(*w), net::detached);
-        net::co_spawn(w->ioc, w->sweeper.run(), net::detached);
         w->start();
-        net::co_spawn(w->ioc, metrics_ticker(*w), net::detached);
-        running_.fetch_add(1);
+        {
+            std::lock_guard lock(running_mutex_);
+            ++running_;
+        }
         threads_.emplace_back([this, wp = w.get()] {
             try {
                 wp->ioc.run();
@@ -153,7 +81,11 @@ void server::start() {
             } catch (const std::exception& e) {
                 spdlog::critical("event loop failed: {}", e.what());
             }
-            running_.fetch_sub(1);
+            {
+                std::lock_guard lock(running_mutex_);
+                --running_;
+            }
+            loop_returned_.notify_all();
         });
     }
 }
@@ -182,7 +114,7 @@ std::string server::stats_text() const {
     return with_loops([this](const config::config& cfg, const std::vector<const loop_metrics*>& l) {
         double up =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-        return render_stats_json(cfg, l, open_connections_.load(), up);
+        return render_stats_json(cfg, process_, l, up);
     });
 }
 
@@ -194,8 +126,7 @@ std::string server::top_text() const {
 
 std::string server::metrics_text() const {
     return with_loops([this](const config::config& cfg, const std::vector<const loop_metrics*>& l) {
-        return render_metrics(cfg, l, open_connections_.load(), reloads_ok_.load(),
-                              reloads_failed_.load());
+        return render_metrics(cfg, process_, l);
     });
 }
 
@@ -241,7 +172,7 @@ void server::reload(std::shared_ptr<const config::config> next) {
         net::post(w->ioc, [wp = w.get(), next, policy] {
             if (!wp->stopping) wp->install(next, policy);
         });
-    reloads_ok_.fetch_add(1);
+    process_.config_reloads[static_cast<std::size_t>(reload_outcome::success)].fetch_add(1);
     spdlog::info("reloaded {}: {} routes, {} upstreams, {} limiters", next->source,
                  next->routes.size(), next->upstreams.size(), next->limiters.size());
 }
@@ -249,23 +180,21 @@ void server::reload(std::shared_ptr<const config::config> next) {
 void server::stop(std::chrono::milliseconds deadline) {
     if (admin_) admin_->stop();
     for (auto& w : workers_)
-        net::post(w->ioc, [wp = w.get()] { wp->begin_shutdown(); });
-    // Each loop returns by itself once its last session ends and its Redis connections have
-    // drained (in that order: in-flight requests keep their Redis decisions).
-    auto wait_until = [this](std::chrono::steady_clock::time_point until) {
-        while (running_.load() > 0 && std::chrono::steady_clock::now() < until)
-            std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    };
-    wait_until(std::chrono::steady_clock::now() + deadline);
-    if (running_.load() > 0) {
-        // Past the deadline: cut the remaining requests off (their sockets shut down, their
-        // pending Redis calls failed) and give them a moment to unwind on their own loops.
+        net::post(w->ioc, [wp = w.get()] { wp->stop(); });
+    // Each loop returns by itself once its sessions have ended and its Redis connections and
+    // tickers after them (worker::stop); the last one to return wakes this thread.
+    std::unique_lock lock(running_mutex_);
+    auto all_returned = [this] { return running_ == 0; };
+    if (!loop_returned_.wait_for(lock, deadline, all_returned)) {
+        // Past the deadline: cancel the remaining requests (and their pending Redis calls)
+        // and give them a moment to unwind on their own loops.
         spdlog::warn("shutdown: requests still in flight after {} ms: cancelling them",
                      deadline.count());
         for (auto& w : workers_)
             net::post(w->ioc, [wp = w.get()] { wp->cancel_in_flight(); });
-        wait_until(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+        loop_returned_.wait_for(lock, std::chrono::seconds(2), all_returned);
     }
+    lock.unlock();
     for (auto& w : workers_)
         w->ioc.stop();
     for (auto& t : threads_)
@@ -279,19 +208,8 @@ void server::stop(std::chrono::milliseconds deadline) {
     // calls were batched and pipelined.
     for (std::size_t i = 0; i < workers_.size(); ++i) {
         workers_[i]->publish_metrics();  // its thread has ended: safe to read from here
-        const auto& m = *workers_[i]->rt->metrics;
-        std::uint64_t outcome[static_cast<std::size_t>(limiter_outcome::count_)] = {};
-        for (const auto& per_limiter : m.limiter_decisions)
-            for (std::size_t o = 0; o < per_limiter.size(); ++o)
-                outcome[o] += per_limiter[o].get();
-        auto n = [&](limiter_outcome o) { return outcome[static_cast<std::size_t>(o)]; };
-        spdlog::info(
-            "loop {}: limiter outcomes {} allowed, {} limited, {} delayed, {} denied, {} error; {} "
-            "decisions in {} EVALSHA calls ({} failed); {} Redis commands in {} writes",
-            i, n(limiter_outcome::allowed), n(limiter_outcome::limited),
-            n(limiter_outcome::delayed), n(limiter_outcome::denied), n(limiter_outcome::error),
-            m.redis_decisions.get(), m.redis_calls.get(), m.redis_errors.get(),
-            m.redis_commands.load(), m.redis_writes.load());
+        const auto& rt = *workers_[i]->rt;
+        spdlog::info("loop {}: {}", i, render_summary(*rt.cfg, *rt.metrics));
     }
 }
 

@@ -4,12 +4,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/admin/metrics.hpp"
 #include "limiters/local/local_store.hpp"
 #include "limiters/policy.hpp"
 
@@ -46,22 +48,25 @@ class server {
     /// that need new sockets (listen, threads, admin, redis) are kept and logged.
     void reload(std::shared_ptr<const config::config> next);
     /// Counts a reload refused because the new file was invalid.
-    void reload_failed() { reloads_failed_.fetch_add(1); }
+    void reload_failed() {
+        process_.config_reloads[static_cast<std::size_t>(reload_outcome::failure)].fetch_add(1);
+    }
 
   private:
     std::shared_ptr<const config::config> cfg_;
     std::shared_ptr<const limiters::policy> policy_;  ///< shared, read-only, replaced on reload
     mutable std::mutex mutex_;                        ///< guards cfg_/policy_ for reload and admin
-    std::atomic<std::uint64_t> reloads_ok_{0}, reloads_failed_{0};
+    process_metrics process_;  ///< open connections and reloads (RATEGATE_METRICS)
     const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
     /// Calls `render` with the config in force and the metrics of every loop running it.
     template <class F>
     std::string with_loops(F render) const;
     std::unique_ptr<limiters::local_store> local_;  ///< shared in-process limiter state
-    std::atomic<std::size_t> open_connections_{0};
     std::vector<std::unique_ptr<worker>> workers_;
     std::vector<std::thread> threads_;
-    std::atomic<std::size_t> running_{0};
+    std::mutex running_mutex_;
+    std::size_t running_ = 0;                ///< event loops still running (running_mutex_)
+    std::condition_variable loop_returned_;  ///< a loop's run() returned
     std::unique_ptr<class admin_server> admin_;
 };
 

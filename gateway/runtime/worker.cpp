@@ -3,10 +3,11 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "gateway/admin/access_log.hpp"
+#include "gateway/proxy/session.hpp"
 #include "gateway/proxy/tls.hpp"
 #include "limiters/redis/cluster.hpp"
 #include "limiters/redis/cluster_backend.hpp"
@@ -32,17 +33,69 @@ bool same_upstream(const config::upstream_config& a, const config::upstream_conf
            a.max_idle_per_target == b.max_idle_per_target && same_tls(a.tls, b.tls);
 }
 
-// Shutdown, step two: once the last session has ended (its limiter decision included), the
-// Redis connections drain what they still have in flight and close.
-boost::asio::awaitable<void> stop_redis_when_idle(worker& w) {
-    boost::asio::steady_timer t(w.ioc);
-    while (!w.sessions.empty()) {
-        t.expires_after(std::chrono::milliseconds(5));
-        co_await t.async_wait(boost::asio::as_tuple(boost::asio::use_awaitable));
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
+constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
+
+// Publishes what the loop's Redis connections and pools count into its metrics, 4 times a
+// second, until cancelled.
+net::awaitable<void> metrics_ticker(worker& w) {
+    net::steady_timer t(w.ioc);
+    for (;;) {
+        w.publish_metrics();
+        flush_access_log();
+        t.expires_after(std::chrono::milliseconds(250));
+        auto [ec] = co_await t.async_wait(use_nothrow);
+        if (ec) co_return;
     }
-    for (auto& c : w.redis)
-        c->stop();
-    if (w.cluster) w.cluster->stop();
+}
+
+// At startup, give this loop's Redis connections a moment to connect before taking clients, so
+// the first requests are decided by Redis and not by the on_redis_error policy. Clients that
+// connect meanwhile wait in the listen backlog. (Polled: the Redis connection has no
+// notification of becoming ready.)
+net::awaitable<void> wait_for_redis(worker& w, std::chrono::milliseconds limit) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    net::steady_timer t(w.ioc);
+    for (;;) {
+        if (w.redis_up() || w.stopping) co_return;
+        if (std::chrono::steady_clock::now() >= until) {
+            std::string why = w.redis_error();
+            spdlog::warn(
+                "Redis not reachable yet ({}): serving, routes apply on_redis_error until it "
+                "answers",
+                why.empty() ? "connecting" : why);
+            co_return;
+        }
+        t.expires_after(std::chrono::milliseconds(5));
+        co_await t.async_wait(use_nothrow);
+    }
+}
+
+// Accepts clients until the acceptor closes; each session is a task of the loop's `sessions`.
+net::awaitable<void> accept_loop(worker& w) {
+    if (!w.redis.empty() || w.cluster) co_await wait_for_redis(w, std::chrono::milliseconds(3000));
+    while (!w.stopping) {
+        auto [ec, socket] = co_await w.acceptor->async_accept(use_nothrow);
+        if (ec) {
+            if (w.stopping || ec == net::error::operation_aborted) break;
+            // Out of file descriptors or similar: back off briefly instead of spinning.
+            spdlog::warn("accept failed: {}", ec.message());
+            net::steady_timer t(w.ioc, std::chrono::milliseconds(20));
+            co_await t.async_wait(use_nothrow);
+            continue;
+        }
+        if (w.open_connections.fetch_add(1, std::memory_order_relaxed) >=
+            w.rt->cfg->limits.max_connections) {
+            w.open_connections.fetch_sub(1, std::memory_order_relaxed);
+            boost::system::error_code ignored;
+            socket.close(ignored);  // max_connections: refuse rather than queue
+            continue;
+        }
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);
+        w.sessions.spawn(run_session(w, std::move(socket)));
+    }
 }
 
 }  // namespace
@@ -166,6 +219,9 @@ void worker::start() {
     for (auto& c : redis)
         c->start();
     if (cluster) cluster->start();
+    tickers.spawn(accept_loop(*this));
+    tickers.spawn(sweeper.run());
+    tickers.spawn(metrics_ticker(*this));
 }
 
 bool worker::redis_up() const {
@@ -272,31 +328,43 @@ void worker::give_buffer(std::unique_ptr<char[]> b) {
     if (free_buffers_.size() < 64) free_buffers_.push_back(std::move(b));
 }
 
-void worker::begin_shutdown() {
+// The stop path as one coroutine: sessions, then Redis, then the tickers, each awaited.
+net::awaitable<void> worker::drain() {
+    sessions.emit(net::cancellation_type::partial);
+    co_await sessions.wait();
+    // Every request had its limiter decision: Redis answers what it still has, then closes.
+    for (auto& c : redis)
+        c->stop();
+    if (cluster) cluster->stop();
+    tickers.emit(net::cancellation_type::terminal);
+    co_await tickers.wait();
+}
+
+void worker::stop() {
+    if (stopping) return;
     stopping = true;
     if (acceptor) {
         boost::system::error_code ignored;
         acceptor->close(ignored);
     }
-    for (auto& s : sessions)
-        if (s.idle) s.socket->cancel();
     for (auto& [name, p] : rt->pools)
         p->close_idle();
-    sweeper.stop();
-    boost::asio::co_spawn(ioc, stop_redis_when_idle(*this), boost::asio::detached);
+    net::co_spawn(ioc, drain(), [i = index](std::exception_ptr e) {
+        if (!e) return;
+        try {
+            std::rethrow_exception(e);
+        } catch (const std::exception& ex) {
+            spdlog::error("loop {}: drain ended by exception: {}", i, ex.what());
+        }
+    });
 }
 
 void worker::cancel_in_flight() {
     stopping = true;
-    for (auto& s : sessions) {
-        boost::system::error_code ignored;
-        s.socket->shutdown(boost::asio::ip::tcp::socket::shutdown_both, ignored);
-        s.socket->cancel(ignored);
-    }
+    sessions.emit(net::cancellation_type::terminal);
     for (auto& c : redis)
         c->close();
     if (cluster) cluster->close();
-    sweeper.stop();
 }
 
 void worker::tear_down() {
@@ -306,8 +374,8 @@ void worker::tear_down() {
     for (auto& c : redis)
         c->close();
     if (cluster) cluster->close();
-    // Waiters the close just completed resume and unwind (their sockets are shut down); then
-    // whatever still waits (a timer, an upstream read) is destroyed while the worker exists.
+    // Waiters the close just completed resume and unwind; then whatever still waits (a timer,
+    // an upstream read) is destroyed while the worker and its task groups exist.
     ioc.restart();
     for (int i = 0; i < 100 && ioc.poll() > 0; ++i) {
     }

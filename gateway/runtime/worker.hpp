@@ -1,12 +1,12 @@
 // The state of one event loop (one per thread): its io_context, acceptor, route table,
-// upstream pools and live sessions. Nothing here is shared with other threads except the
-// immutable config and the process-wide connection counter.
+// upstream pools, and the task groups that own its coroutines (client sessions; the accept
+// loop and tickers). Nothing here is shared with other threads except the immutable config
+// and the process-wide connection counter.
 #pragma once
 
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +21,7 @@
 #include "gateway/limiting/pipeline.hpp"
 #include "gateway/proxy/upstream_pool.hpp"
 #include "gateway/runtime/deadline.hpp"
+#include "gateway/runtime/task_group.hpp"
 #include "limiters/redis/connection.hpp"
 
 namespace rategate::limiters::redis {
@@ -32,12 +33,6 @@ class context;
 }
 
 namespace rategate::gateway {
-
-/// A live client connection, registered so shutdown can close idle keep-alives.
-struct session_slot {
-    boost::asio::ip::tcp::socket* socket = nullptr;
-    bool idle = true;  ///< waiting for the next request (safe to close)
-};
 
 /// Everything that follows the config: swapped whole on reload. A request takes a snapshot at
 /// its start and finishes on it; new requests see the new one.
@@ -82,6 +77,11 @@ class worker {
 
     // One thread per loop; the reactor needs no locking (posts from other threads still lock).
     event_loop ioc{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+    /// The client sessions: `partial` cancellation closes the idle ones, `terminal` all.
+    task_group sessions{ioc.get_executor(), "session"};
+    /// The accept loop and the tickers (deadline sweeper, metrics publisher): stopped with
+    /// `terminal` once the sessions have ended.
+    task_group tickers{ioc.get_executor(), "ticker"};
     deadline_sweeper sweeper;  ///< before the pools and sessions that register with it
     std::vector<std::unique_ptr<limiters::redis::connection>> redis;  ///< survive reloads
     /// With `redis.cluster` (then `redis` is empty): the slot map and a connection per master.
@@ -95,8 +95,7 @@ class worker {
     std::shared_ptr<runtime> rt;
     std::atomic<std::size_t>& open_connections;
     std::optional<boost::asio::ip::tcp::acceptor> acceptor;
-    std::list<session_slot> sessions;
-    bool stopping = false;
+    bool stopping = false;  ///< stop() was called: no new requests on a connection
 
     /// Builds a runtime for `cfg` (reusing unchanged upstream pools and the Redis connections)
     /// and makes it current. Runs on this worker's thread.
@@ -112,16 +111,19 @@ class worker {
     void give_buffer(std::unique_ptr<char[]> b);
     static constexpr std::size_t relay_buffer_size = 64 * 1024;
 
-    /// Starts the Redis connections, if configured.
+    /// Starts the Redis connections, if configured, and spawns the accept loop and the tickers
+    /// (deadline sweeper, metrics publisher) into `tickers`. Before the loop runs.
     void start();
-    /// Stops accepting, closes idle keep-alive sessions and idle upstream connections; busy
-    /// sessions close after their current response. The Redis connections stop (draining)
-    /// only once the last session has ended, so in-flight requests still get their limiter
-    /// decisions from Redis. Runs on this worker's thread.
-    void begin_shutdown();
-    /// The drain deadline passed: shuts every client connection down and closes the Redis
-    /// connections (pending decisions complete at once with `stopped`), so the sessions still
-    /// running unwind by themselves. Runs on this worker's thread.
+    /// Graceful stop (README "Shutdown"), on this worker's thread: stops accepting, closes idle
+    /// upstream connections, and cancels the sessions with `partial` — idle keep-alive
+    /// sessions close at once, busy ones after their current response — then awaits them.
+    /// Only then do the Redis connections stop (draining), so in-flight requests still get
+    /// their limiter decisions from Redis; then the tickers are cancelled and awaited. The
+    /// loop's run() returns once the Redis connections have closed too.
+    void stop();
+    /// The drain deadline passed: cancels every session with `terminal` (each unwinds from
+    /// what it awaits) and closes the Redis connections (pending decisions complete at once
+    /// with `stopped`). stop()'s awaiting then goes on. Runs on this worker's thread.
     void cancel_in_flight();
     /// After this worker's thread has ended: runs what is ready, then destroys whatever is
     /// still pending on the loop while the worker is intact (not in its members' destructors).
@@ -131,11 +133,10 @@ class worker {
     /// Copies what the Redis connections and pools count into the metrics (every 250 ms).
     void publish_metrics();
 
-  private:
-  public:
     std::size_t index = 0;  ///< position among the event loops, for logs
 
   private:
+    boost::asio::awaitable<void> drain();
     /// Logs a Redis connection going down, coming up, or moving to another server (failover).
     void log_redis_changes();
     /// What log_redis_changes saw last, per connection.
