@@ -8,7 +8,7 @@
 namespace rategate::limiters {
 
 struct embedded_script {
-    std::string_view path;    ///< relative to limiters/, e.g. "lua/token_bucket.lua"
+    std::string_view path;    ///< relative to limiters/, e.g. "lua/50_token_bucket.lua"
     std::string_view source;  ///< the file's text
 };
 
