@@ -20,37 +20,47 @@ using h1::trim;
 
 }  // namespace
 
-void remove_hop_by_hop(http::fields& f) {
-    // Fields named by Connection are hop-by-hop too (rare: only then is a list built).
-    std::vector<std::string> named;  // copies: the Connection field itself is erased below
-    for (auto it = f.find(http::field::connection);
-         it != f.end() && it->name() == http::field::connection; ++it)
+namespace {
+
+// The tokens of every Connection line: the fields it names are hop-by-hop too (copies: the
+// Connection field itself is erased).
+std::vector<std::string> connection_tokens(const http::fields& f) {
+    std::vector<std::string> named;
+    for (auto [it, end] = f.equal_range(http::field::connection); it != end; ++it)
         for (auto token : http::token_list{it->value()})
             named.emplace_back(token);
-    // One pass over the fields instead of one lookup per hop-by-hop name.
-    for (auto it = f.begin(); it != f.end();) {
-        bool hop = false;
-        switch (it->name()) {
-            case http::field::connection:
-            case http::field::keep_alive:
-            case http::field::proxy_connection:
-            case http::field::te:
-            case http::field::trailer:
-            case http::field::upgrade:
-            case http::field::expect:
-                hop = true;
-                break;
-            // Never let a client strip our framing or Host through Connection.
-            case http::field::content_length:
-            case http::field::transfer_encoding:
-            case http::field::host:
-                break;
-            default:
-                for (const auto& n : named)
-                    if (boost::beast::iequals(n, it->name_string())) hop = true;
-        }
-        it = hop ? f.erase(it) : std::next(it);
+    return named;
+}
+
+// RFC 9110 §7.6.1: Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, Expect and
+// whatever Connection names, except our framing and Host, which a client may never strip.
+bool hop_by_hop(const http::fields::value_type& field, const std::vector<std::string>& named) {
+    switch (field.name()) {
+        case http::field::connection:
+        case http::field::keep_alive:
+        case http::field::proxy_connection:
+        case http::field::te:
+        case http::field::trailer:
+        case http::field::upgrade:
+        case http::field::expect:
+            return true;
+        case http::field::content_length:
+        case http::field::transfer_encoding:
+        case http::field::host:
+            return false;
+        default:
+            for (const auto& n : named)
+                if (boost::beast::iequals(n, field.name_string())) return true;
+            return false;
     }
+}
+
+}  // namespace
+
+void remove_hop_by_hop(http::fields& f) {
+    auto named = connection_tokens(f);
+    for (auto it = f.begin(); it != f.end();)
+        it = hop_by_hop(*it, named) ? f.erase(it) : std::next(it);
 }
 
 namespace {
@@ -98,54 +108,33 @@ struct gathered {
 };
 gathered gather(http::fields& f, bool request) {
     gathered g;
-    std::vector<std::string> named;  // copies: the Connection field itself is erased below
-    for (auto [it, end] = f.equal_range(http::field::connection); it != end; ++it)
-        for (auto token : http::token_list{it->value()})
-            named.emplace_back(token);
+    auto named = connection_tokens(f);
     for (auto it = f.begin(); it != f.end();) {
-        bool drop = false;
-        switch (it->name()) {
-            case http::field::connection:
-            case http::field::keep_alive:
-            case http::field::proxy_connection:
-            case http::field::te:
-            case http::field::trailer:
-            case http::field::upgrade:
-            case http::field::expect:
-                drop = true;
-                break;
-            // Never let a client strip our framing or Host through Connection.
-            case http::field::content_length:
-            case http::field::transfer_encoding:
-                break;
-            case http::field::host:
-                if (!g.has_host) g.host = it->value(), g.has_host = true;
-                break;
-            default:
-                for (const auto& n : named)
-                    if (boost::beast::iequals(n, it->name_string())) drop = true;
-                if (drop) break;
-                if (it->name() == http::field::via) {
-                    append_elements(g.via, it->value(), false);
+        bool drop = hop_by_hop(*it, named);
+        if (drop) {
+            // erased below
+        } else if (it->name() == http::field::host) {
+            if (!g.has_host) g.host = it->value(), g.has_host = true;
+        } else if (it->name() == http::field::via) {
+            append_elements(g.via, it->value(), false);
+            drop = true;
+        } else {
+            switch (classify(*it)) {
+                case rewritten::forwarded_for:
+                    if (!request) break;
+                    append_elements(g.forwarded_for, it->value(), true);
                     drop = true;
                     break;
-                }
-                switch (classify(*it)) {
-                    case rewritten::forwarded_for:
-                        if (!request) break;
-                        append_elements(g.forwarded_for, it->value(), true);
-                        drop = true;
-                        break;
-                    case rewritten::forwarded_proto:
-                    case rewritten::forwarded_host:
-                        drop = request;
-                        break;
-                    case rewritten::request_id:
-                        if (!g.has_request_id) g.request_id = it->value(), g.has_request_id = true;
-                        break;
-                    case rewritten::none:
-                        break;
-                }
+                case rewritten::forwarded_proto:
+                case rewritten::forwarded_host:
+                    drop = request;
+                    break;
+                case rewritten::request_id:
+                    if (!g.has_request_id) g.request_id = it->value(), g.has_request_id = true;
+                    break;
+                case rewritten::none:
+                    break;
+            }
         }
         it = drop ? f.erase(it) : std::next(it);
     }
