@@ -69,7 +69,8 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
         out.rechecks += s.rechecks;
     }
     net::steady_timer wake;
-    net::steady_timer ready_changed;  ///< never expires: wait_ready() waits on it; cancel() wakes
+    net::steady_timer ready_changed;  ///< never expires: the waits wait on it; cancel() wakes
+    std::uint64_t changes = 0;        ///< notify_change() calls
     bool refresh_wanted = true;
     bool started = false;
     bool stopping = false;
@@ -100,7 +101,7 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
         auto c = std::make_unique<connection>(ex, settings_for(e), scripts);
         // A master's connection changing may change ready(): wake wait_ready().
         c->on_change([w = weak_from_this()] {
-            if (auto self = w.lock()) self->ready_changed.cancel();
+            if (auto self = w.lock()) self->notify_change();
         });
         if (started && !stopping) c->start();
         return nodes.emplace(name, node{e, std::move(c)}).first->second;
@@ -211,7 +212,7 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
         owners = std::move(next_owners);
         map = std::move(next);
         ++map_version;
-        ready_changed.cancel();
+        notify_change();
         return true;
     }
 
@@ -286,13 +287,25 @@ struct cluster::impl : std::enable_shared_from_this<impl> {
         co_return r;
     }
 
+    net::awaitable<bool> wait_change(clock::time_point deadline) {
+        auto self = shared_from_this();
+        auto seen = changes;
+        net::steady_timer until(ex, deadline);
+        co_await (ready_changed.async_wait(use_nothrow) || until.async_wait(use_nothrow));
+        co_return changes != seen;
+    }
+
+    void notify_change() {
+        ++changes;
+        ready_changed.cancel();
+    }
+
     net::awaitable<bool> wait_ready(clock::time_point deadline) {
         auto self = shared_from_this();
-        net::steady_timer until(ex, deadline);
         for (;;) {
             if (ready()) co_return true;
             if (stopping || clock::now() >= deadline) co_return false;
-            co_await (ready_changed.async_wait(use_nothrow) || until.async_wait(use_nothrow));
+            co_await wait_change(deadline);
         }
     }
 
@@ -322,7 +335,7 @@ void cluster::start() {
 void cluster::stop() {
     impl_->stopping = true;
     impl_->wake.cancel();
-    impl_->ready_changed.cancel();
+    impl_->notify_change();
     for (auto& [name, n] : impl_->nodes)
         n.conn->stop();
 }
@@ -330,7 +343,7 @@ void cluster::stop() {
 void cluster::close() {
     impl_->stopping = true;
     impl_->wake.cancel();
-    impl_->ready_changed.cancel();
+    impl_->notify_change();
     for (auto& [name, n] : impl_->nodes)
         n.conn->close();
     for (auto& c : impl_->retired)
@@ -368,6 +381,11 @@ net::awaitable<result> cluster::eval_on_master(std::size_t master, std::uint64_t
 net::awaitable<bool> cluster::wait_ready(std::chrono::steady_clock::time_point deadline) {
     auto i = impl_;
     co_return co_await i->wait_ready(deadline);
+}
+
+net::awaitable<bool> cluster::wait_change(std::chrono::steady_clock::time_point deadline) {
+    auto i = impl_;
+    co_return co_await i->wait_change(deadline);
 }
 
 bool cluster::ready() const {

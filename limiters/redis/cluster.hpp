@@ -80,6 +80,9 @@ class cluster {
     /// master's connection coming up), with false at `deadline` or once the cluster stops; at
     /// once when ready now. Call it on the executor's thread.
     boost::asio::awaitable<bool> wait_ready(std::chrono::steady_clock::time_point deadline);
+    /// Completes at the next change that may change ready() (a new map, a master's connection
+    /// changing phase or failing a connect, stop) with true, or at `deadline` with false.
+    boost::asio::awaitable<bool> wait_change(std::chrono::steady_clock::time_point deadline);
     /// Changes whenever the map changes or a master's connection reconnects.
     std::uint64_t epoch() const;
     /// The masters' connections' counters, summed.
