@@ -34,7 +34,6 @@
 
 #include "limiters/chain.hpp"
 #include "limiters/policy.hpp"
-#include "limiters/redis/redis_chain.hpp"
 
 namespace rategate::limiters {
 
