@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "limiters/redis/chain_codec.hpp"  // reply_number: answers rounded as the script replies
+
 namespace rategate::limiters {
 
 bool over_limit_cache::eligible(const std::vector<const policy::layer*>& layers) {

@@ -11,6 +11,7 @@
 #include "limiters/local/local_store.hpp"
 #include "limiters/local/over_limit_cache.hpp"
 #include "limiters/policy.hpp"
+#include "limiters/redis/chain_codec.hpp"
 
 using namespace rategate::limiters;
 
