@@ -69,8 +69,15 @@ int main(int argc, char** argv) {
     cs.watchdog = std::chrono::milliseconds(120000);
     redis::connection conn(ioc.get_executor(), cs, {{"chain", std::string(chain_script())}});
     conn.start();
-    while (conn.state() == redis::connection::health::down)
-        ioc.run_one_for(std::chrono::milliseconds(10));
+    auto up = net::co_spawn(
+        ioc, conn.wait_up(std::chrono::steady_clock::now() + std::chrono::seconds(10)),
+        net::use_future);
+    while (up.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+        ioc.run_one();
+    if (!up.get()) {
+        std::fprintf(stderr, "cannot reach Redis: %s\n", conn.last_error().c_str());
+        return 1;
+    }
 
     layer_spec big{algorithm::token_bucket, {{1e9, 1e6, 1e9, 0}}, false, 0};
     layer_spec user{algorithm::token_bucket, {{1e6, 1e6, 1e6, 0}}, false, 0};

@@ -42,10 +42,7 @@ int main(int argc, char** argv) {
             net::co_spawn(
                 ioc,
                 [&, i]() -> net::awaitable<void> {
-                    while (c.state() == connection::health::down && !stop) {
-                        net::steady_timer t(ioc, std::chrono::milliseconds(5));
-                        co_await t.async_wait(net::use_awaitable);
-                    }
+                    co_await c.wait_up(std::chrono::steady_clock::now() + std::chrono::seconds(10));
                     std::string key = "bench:" + std::to_string(i % 1000);
                     std::vector<std::string_view> keys{key}, args;
                     while (!stop) {
