@@ -27,8 +27,8 @@ namespace rategate::gateway {
 /// the ordinary way a cancelled coroutine unwinds).
 ///
 /// Single-threaded: spawn, emit and wait run on the executor's one thread (an event loop's).
-/// The group must outlive its tasks; a task destroyed without completing (its io_context
-/// discarded pending work) leaves the group without waking waiters.
+/// The group must outlive its tasks, and its io_context the group; a task destroyed without
+/// completing (its io_context discarded pending work) leaves the group without waking waiters.
 class task_group {
   public:
     task_group(boost::asio::any_io_executor ex, std::string name);
