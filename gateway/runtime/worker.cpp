@@ -4,6 +4,7 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include "gateway/admin/access_log.hpp"
@@ -50,26 +51,34 @@ net::awaitable<void> metrics_ticker(worker& w) {
     }
 }
 
+// Publishes the loop's Redis state (the /readyz and health gauge, the log lines of a connection
+// lost, up or moved) the moment it changes: woken by the change signal of `wait`'s connection or
+// cluster, until cancelled. The 250 ms metrics ticker publishes it too (for "degraded", which
+// ends by time, not by an event).
+template <class Wait>
+net::awaitable<void> redis_watch(worker& w, Wait wait) {
+    for (;;) {
+        co_await wait(std::chrono::steady_clock::now() + std::chrono::hours(1));
+        auto cs = co_await net::this_coro::cancellation_state;
+        if (cs.cancelled() != net::cancellation_type::none) co_return;
+        w.publish_redis_state();
+    }
+}
+
 // At startup, give this loop's Redis connections a moment to connect before taking clients, so
 // the first requests are decided by Redis and not by the on_redis_error policy. Clients that
-// connect meanwhile wait in the listen backlog. (Polled: the Redis connection has no
-// notification of becoming ready.)
+// connect meanwhile wait in the listen backlog.
 net::awaitable<void> wait_for_redis(worker& w, std::chrono::milliseconds limit) {
+    // Readiness is a signal (connection::wait_up, cluster::wait_ready): nothing polls here.
     auto until = std::chrono::steady_clock::now() + limit;
-    net::steady_timer t(w.ioc);
-    for (;;) {
-        if (w.redis_up() || w.stopping) co_return;
-        if (std::chrono::steady_clock::now() >= until) {
-            std::string why = w.redis_error();
-            spdlog::warn(
-                "Redis not reachable yet ({}): serving, routes apply on_redis_error until it "
-                "answers",
-                why.empty() ? "connecting" : why);
-            co_return;
-        }
-        t.expires_after(std::chrono::milliseconds(5));
-        co_await t.async_wait(use_nothrow);
-    }
+    for (auto& c : w.redis)
+        if (!co_await c->wait_up(until)) break;
+    if (w.cluster) co_await w.cluster->wait_ready(until);
+    if (w.redis_up() || w.stopping) co_return;
+    std::string why = w.redis_error();
+    spdlog::warn(
+        "Redis not reachable yet ({}): serving, routes apply on_redis_error until it answers",
+        why.empty() ? "connecting" : why);
 }
 
 // Accepts clients until the acceptor closes; each session is a task of the loop's `sessions`.
@@ -222,6 +231,12 @@ void worker::start() {
     tickers.spawn(accept_loop(*this));
     tickers.spawn(sweeper.run());
     tickers.spawn(metrics_ticker(*this));
+    for (auto& c : redis)
+        tickers.spawn(
+            redis_watch(*this, [c = c.get()](auto until) { return c->wait_change(until); }));
+    if (cluster)
+        tickers.spawn(
+            redis_watch(*this, [c = cluster.get()](auto until) { return c->wait_change(until); }));
 }
 
 bool worker::redis_up() const {
@@ -277,40 +292,42 @@ void worker::log_redis_changes() {
     }
 }
 
+void worker::publish_redis_state() {
+    if (redis.empty() && !cluster) return;
+    log_redis_changes();
+    auto& m = *rt->metrics;
+    int state = cluster ? (cluster->ready() ? 0 : 2) : 2;
+    std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
+    auto add = [&](const limiters::redis::connection::counters& s) {
+        commands += s.commands_written;
+        writes += s.writes;
+        reconnects += s.reconnects;
+        noscript += s.noscript_retries;
+        timeouts += s.timeouts;
+    };
+    for (const auto& c : redis) {
+        add(c->stats());
+        state = std::min(state, static_cast<int>(c->state()));
+    }
+    if (cluster) {
+        add(cluster->stats());
+        const auto& t = cluster->counts();
+        m.cluster_redirects.store(t.moved + t.ask, std::memory_order_relaxed);
+        m.cluster_split_chains.store(t.split_chains, std::memory_order_relaxed);
+        m.cluster_refunds.store(t.refunds, std::memory_order_relaxed);
+        m.cluster_refund_failures.store(t.refund_failures, std::memory_order_relaxed);
+    }
+    m.redis_commands.store(commands, std::memory_order_relaxed);
+    m.redis_writes.store(writes, std::memory_order_relaxed);
+    m.redis_reconnects.store(reconnects, std::memory_order_relaxed);
+    m.redis_noscript.store(noscript, std::memory_order_relaxed);
+    m.redis_timeouts.store(timeouts, std::memory_order_relaxed);
+    m.redis_state.store(state, std::memory_order_relaxed);
+}
+
 void worker::publish_metrics() {
     rt->limits->publish(*rt->metrics);
-    if (!redis.empty() || cluster) {
-        log_redis_changes();
-        std::uint64_t commands = 0, writes = 0, reconnects = 0, noscript = 0, timeouts = 0;
-        int state = 2;
-        auto add = [&](const limiters::redis::connection::counters& s) {
-            commands += s.commands_written;
-            writes += s.writes;
-            reconnects += s.reconnects;
-            noscript += s.noscript_retries;
-            timeouts += s.timeouts;
-        };
-        for (const auto& c : redis) {
-            add(c->stats());
-            state = std::min(state, static_cast<int>(c->state()));
-        }
-        auto& m = *rt->metrics;
-        if (cluster) {
-            add(cluster->stats());
-            state = cluster->ready() ? 0 : 2;
-            const auto& t = cluster->counts();
-            m.cluster_redirects.store(t.moved + t.ask, std::memory_order_relaxed);
-            m.cluster_split_chains.store(t.split_chains, std::memory_order_relaxed);
-            m.cluster_refunds.store(t.refunds, std::memory_order_relaxed);
-            m.cluster_refund_failures.store(t.refund_failures, std::memory_order_relaxed);
-        }
-        m.redis_commands.store(commands, std::memory_order_relaxed);
-        m.redis_writes.store(writes, std::memory_order_relaxed);
-        m.redis_reconnects.store(reconnects, std::memory_order_relaxed);
-        m.redis_noscript.store(noscript, std::memory_order_relaxed);
-        m.redis_timeouts.store(timeouts, std::memory_order_relaxed);
-        m.redis_state.store(state, std::memory_order_relaxed);
-    }
+    publish_redis_state();
     std::int64_t idle = 0;
     for (const auto& [name, p] : rt->pools)
         idle += static_cast<std::int64_t>(p->idle_count());

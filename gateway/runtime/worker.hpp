@@ -132,6 +132,9 @@ class worker {
 
     /// Copies what the Redis connections and pools count into the metrics (every 250 ms).
     void publish_metrics();
+    /// Publishes the Redis state (/readyz, the health gauge) and counters and logs what
+    /// changed: called by the connections' change signal as it happens, and with the metrics.
+    void publish_redis_state();
 
     std::size_t index = 0;  ///< position among the event loops, for logs
 
