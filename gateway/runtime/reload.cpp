@@ -22,9 +22,10 @@ int serve(const std::string& file, const std::string& log_level) {
         std::cerr << e.what();
         return 1;
     }
-    spdlog::set_level(spdlog::level::from_str(log_level.empty() ? cfg->log.level : log_level));
-    init_access_log(cfg->log);
-    // Signals are taken synchronously by the main thread; workers never see them.
+    // Signals are taken synchronously by the main thread; no other thread may ever see them, so
+    // they are blocked before the first thread starts (the access log's is the first): a thread
+    // that left SIGHUP unblocked would take a SIGHUP sent while the main thread is not waiting
+    // (at startup, during a reload) and the default action would end the process.
     sigset_t signals;
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
@@ -32,6 +33,8 @@ int serve(const std::string& file, const std::string& log_level) {
     sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     ::signal(SIGPIPE, SIG_IGN);
+    spdlog::set_level(spdlog::level::from_str(log_level.empty() ? cfg->log.level : log_level));
+    init_access_log(cfg->log);
 
     std::unique_ptr<server> srv;
     try {

@@ -1,6 +1,7 @@
 """Hot reload (SPEC §5): SIGHUP and file changes, invalid files refused while the old config
 keeps serving, limiter state surviving, no request lost under load."""
 import json
+import os
 import signal
 import threading
 import time
@@ -96,6 +97,20 @@ class Reload(GatewayTest):
         self.assertTrue(self.wait_for(lambda: get(self.gw.port, "/new/x").status == 200, seconds=6))
         metrics = get(self.admin_port, "/metrics").body.decode()
         self.assertIn('rategate_config_reloads_total{outcome="success"} 1', metrics)
+
+    def test_sighup_burst_during_reloads_never_ends_the_process(self):
+        # Signals reach the main thread only (they are blocked before the access log's thread
+        # starts): a SIGHUP that arrives while a reload runs waits for the next one instead of
+        # taking another thread's default action, which ends the process.
+        self.start(3)
+        pid = self.gw.proc.pid
+        for _ in range(20000):
+            os.kill(pid, signal.SIGHUP)
+        reloads = lambda: get(self.admin_port, "/metrics").body.decode()
+        self.assertTrue(self.wait_for(lambda: 'rategate_config_reloads_total{outcome="success"} 0' not in reloads()))
+        time.sleep(0.5)
+        self.assertIsNone(self.gw.proc.poll(), self.gw.output()[-2000:])
+        self.assertEqual(get(self.gw.port, "/api/x", {"X-User-Id": "burst"}).status, 200)
 
     def test_invalid_reload_keeps_serving_and_logs_every_error(self):
         self.start(3)
