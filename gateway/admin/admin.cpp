@@ -27,8 +27,18 @@ namespace {
 constexpr std::size_t max_admin_connections = 1024;  // SPEC §4
 }
 
+// The admin loop's io_context, able to destroy its pending sessions while the rest of the admin
+// server they refer to still exists (io_context's own destructor runs after every other member).
+namespace {
+class admin_loop : public net::io_context {
+  public:
+    using io_context::io_context;
+    void discard_pending() { shutdown(); }
+};
+}  // namespace
+
 struct admin_server::impl {
-    net::io_context ioc{1};
+    admin_loop ioc{1};
     tcp::acceptor acceptor{ioc};
     handlers h;
     config::limits_config limits;
@@ -185,6 +195,7 @@ void admin_server::stop() {
     if (!impl_->thread.joinable()) return;
     impl_->ioc.stop();
     impl_->thread.join();
+    impl_->ioc.discard_pending();  // sessions still open end here, with the server intact
 }
 
 }  // namespace rategate::gateway
