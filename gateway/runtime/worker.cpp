@@ -11,10 +11,7 @@
 #include "gateway/proxy/session.hpp"
 #include "gateway/proxy/tls.hpp"
 #include "limiters/redis/cluster.hpp"
-#include "limiters/redis/cluster_backend.hpp"
-#include "limiters/redis/redis_backend.hpp"
-#include "limiters/redis/redis_chain.hpp"
-#include "limiters/redis/refund.hpp"
+#include "limiters/redis/deployment.hpp"
 
 namespace rategate::gateway {
 
@@ -123,24 +120,10 @@ runtime::runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const 
 worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>& open,
                std::shared_ptr<const limiters::policy> policy, limiters::local_store& local)
     : open_connections(open), local_(local) {
-    if (c->redis && c->redis->cluster) {
-        limiters::redis::cluster_settings cs;
-        for (const auto& n : c->redis->cluster->nodes)
-            cs.seeds.push_back({n.host, n.port});
-        cs.node = limiters::connection_settings_of(*c->redis);
-        cluster = std::make_unique<limiters::redis::cluster>(
-            ioc.get_executor(), std::move(cs),
-            std::vector<limiters::redis::script>{
-                {"chain", std::string(limiters::chain_script())},
-                {"refund", std::string(limiters::refund_script())},
-                {"chain (cross-slot)", limiters::cross_slot_chain_script()},
-                {"refund (cross-slot)", limiters::cross_slot_refund_script()}});
-    } else if (c->redis)
-        for (int i = 0; i < c->redis->connections_per_thread; ++i)
-            redis.push_back(std::make_unique<limiters::redis::connection>(
-                ioc.get_executor(), limiters::connection_settings_of(*c->redis),
-                std::vector<limiters::redis::script>{
-                    {"chain", std::string(limiters::chain_script())}}));
+    auto deployment =
+        limiters::redis::make_deployment(ioc.get_executor(), c->redis ? &*c->redis : nullptr);
+    redis = std::move(deployment.connections);
+    cluster = std::move(deployment.cluster);
     install(std::move(c), std::move(policy));
 }
 
@@ -186,12 +169,8 @@ void worker::install(std::shared_ptr<const config::config> c,
             if (failed) m->redis_errors.add();
         };
         bool redis_clock = next->cfg->redis->clock == config::redis_config::clock_source::redis;
-        if (cluster)
-            next->store = std::make_unique<limiters::cluster_backend>(ioc.get_executor(), *cluster,
-                                                                      redis_clock, observe);
-        else
-            next->store = std::make_unique<limiters::redis_backend>(ioc.get_executor(), redis,
-                                                                    redis_clock, observe);
+        next->store = limiters::redis::make_backend(ioc.get_executor(), redis, cluster.get(),
+                                                    redis_clock, observe);
     }
     static const limiters::wall_clock wall_clock;  // the request path's limiter clock
     next->limits = std::make_unique<limiting::pipeline>(
