@@ -14,9 +14,9 @@
 #include "gateway/http/router.hpp"
 #include "gateway/identity/client_ip.hpp"
 #include "gateway/limiting/pipeline.hpp"
+#include "limiters/redis/cluster.hpp"
 #include "limiters/redis/connection.hpp"
-#include "limiters/redis/redis_backend.hpp"
-#include "limiters/redis/redis_chain.hpp"
+#include "limiters/redis/deployment.hpp"
 #include "replay/trace.hpp"
 
 namespace rategate::replay {
@@ -45,25 +45,23 @@ void append_string(std::string& out, std::string_view s) {
     out += json(s).dump();
 }
 
-// Redis for replay: one connection of the gateway's kind under the gateway's own backend, with
-// clock "gateway" (the trace's time) and patient timeouts (a replay waits rather than fails).
+// Redis for replay: one connection of the gateway's own deployment and backend
+// (limiters/redis/deployment.hpp), with clock "gateway" (the trace's time) and patient timeouts
+// (a replay waits rather than fails).
 struct redis_store {
-    std::vector<std::unique_ptr<limiters::redis::connection>> connections;
-    std::unique_ptr<limiters::redis_backend> backend;
+    limiters::redis::deployment deployment;
+    std::unique_ptr<limiters::backend> backend;
 
     redis_store(net::io_context& ioc, const config::redis_config& r) {
         if (r.cluster)
             throw std::runtime_error(
                 "replay --backend redis speaks to one server or a Sentinel master, not to a Redis "
                 "Cluster: replay with --backend local, or against a single Redis");
-        auto s = limiters::connection_settings_of(r);
-        s.command_timeout = std::chrono::milliseconds(10000);
-        s.watchdog = std::chrono::milliseconds(20000);
-        connections.push_back(std::make_unique<limiters::redis::connection>(
-            ioc.get_executor(), s,
-            std::vector<limiters::redis::script>{
-                {"chain", std::string(limiters::chain_script())}}));
-        auto& conn = *connections.front();
+        auto patient = r;
+        patient.connections_per_thread = 1;
+        patient.command_timeout = std::chrono::milliseconds(10000);
+        deployment = limiters::redis::make_deployment(ioc.get_executor(), &patient);
+        auto& conn = *deployment.connections.front();
         conn.start();
         // Readiness is a signal: wait for it (5 s at most), nothing polls.
         auto up = net::co_spawn(
@@ -72,8 +70,8 @@ struct redis_store {
         while (up.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
             ioc.run_one();
         if (!up.get()) throw std::runtime_error("cannot reach Redis: " + conn.last_error());
-        backend = std::make_unique<limiters::redis_backend>(ioc.get_executor(), connections,
-                                                            /*redis_clock=*/false);
+        backend = limiters::redis::make_backend(ioc.get_executor(), deployment.connections, nullptr,
+                                                /*redis_clock=*/false, {});
     }
 };
 

@@ -57,12 +57,6 @@ bool hop_by_hop(const http::fields::value_type& field, const std::vector<std::st
 
 }  // namespace
 
-void remove_hop_by_hop(http::fields& f) {
-    auto named = connection_tokens(f);
-    for (auto it = f.begin(); it != f.end();)
-        it = hop_by_hop(*it, named) ? f.erase(it) : std::next(it);
-}
-
 namespace {
 
 // The fields the rewrites read or replace, gathered in one pass over the field list.
@@ -101,7 +95,7 @@ void append_elements(std::string& joined, std::string_view line, bool split) {
 // One pass over `f`: hop-by-hop fields (and those Connection names) erased, Via lines merged
 // into `via`, and for a request X-Forwarded-For lines merged into `forwarded_for`,
 // X-Forwarded-Proto/-Host erased (they are set anew), the first Host and X-Request-Id values
-// copied out. The same result as remove_hop_by_hop() followed by a find per name.
+// copied out. The same result as removing the hop-by-hop fields and then finding each name.
 struct gathered {
     std::string forwarded_for, via, host, request_id;
     bool has_host = false, has_request_id = false;

@@ -8,11 +8,6 @@
 
 namespace rategate::gateway {
 
-/// Removes the hop-by-hop fields (Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
-/// Upgrade, Expect and every field named in Connection). Transfer-Encoding and
-/// Content-Length are framing, re-derived by the serializer, and are kept.
-void remove_hop_by_hop(boost::beast::http::fields& f);
-
 /// What the proxy knows about the client side of a request.
 struct client_info {
     std::string_view peer_ip;  ///< address of the TCP peer, no port
@@ -22,16 +17,18 @@ struct client_info {
 /// Rewrites a request's headers for the upstream: hop-by-hop removed; X-Forwarded-For becomes one
 /// field line holding every entry of every line the client sent, in order, then the peer
 /// (RFC 9110 §5.3 list semantics); X-Forwarded-Proto and X-Forwarded-Host overwritten; Via
-/// lines merged the same way with ours added; X-Request-Id kept or set to `new_request_id`.
-/// Returns the request id in force.
-/// One pass over the field list; the request id is made only when the request has none.
+/// lines merged the same way with ours added; X-Request-Id kept (1–200 bytes) or set to a fresh
+/// make_request_id(), made only then. One pass over the field list. Returns the id in force.
 std::string rewrite_request_headers(boost::beast::http::fields& f, const client_info& client);
 /// The same with `new_request_id` as the id to set when the request has none.
 std::string rewrite_request_headers(boost::beast::http::fields& f, const client_info& client,
                                     std::string_view new_request_id);
 
 /// Rewrites an upstream response's headers for the client: hop-by-hop removed, Via lines merged
-/// into one with ours added, X-Request-Id echoed.
+/// into one with ours added, X-Request-Id echoed. Hop-by-hop, both ways: Connection,
+/// Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, Expect and every field named in
+/// Connection; Transfer-Encoding, Content-Length (framing, re-derived by the serializer) and
+/// Host are kept whatever Connection names.
 void rewrite_response_headers(boost::beast::http::fields& f, std::string_view request_id);
 
 /// A fresh random request id: 32 lowercase hex digits (128 bits of a per-thread SplitMix64

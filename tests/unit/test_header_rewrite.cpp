@@ -9,37 +9,53 @@
 namespace http = boost::beast::http;
 using namespace rategate::gateway;
 
-TEST_CASE("hop-by-hop fields and those named in Connection are removed") {
-    http::fields f;
-    f.set(http::field::connection, "keep-alive, X-Secret, Upgrade");
-    f.set(http::field::keep_alive, "timeout=5");
-    f.set("X-Secret", "s");
-    f.set(http::field::upgrade, "websocket");
-    f.set(http::field::te, "trailers");
-    f.set(http::field::proxy_connection, "keep-alive");
-    f.set(http::field::trailer, "X-T");
-    f.set("X-Keep", "k");
-    f.set(http::field::content_length, "5");
-    remove_hop_by_hop(f);
-    CHECK(f.find(http::field::connection) == f.end());
-    CHECK(f.find(http::field::keep_alive) == f.end());
-    CHECK(f.find("X-Secret") == f.end());
-    CHECK(f.find(http::field::upgrade) == f.end());
-    CHECK(f.find(http::field::te) == f.end());
-    CHECK(f.find(http::field::proxy_connection) == f.end());
-    CHECK(f.find(http::field::trailer) == f.end());
-    CHECK(f["X-Keep"] == "k");
-    CHECK(f[http::field::content_length] == "5");
+namespace {
+// The hop-by-hop removal of either direction's rewrite.
+void rewrite(http::fields& f, bool request) {
+    if (request)
+        rewrite_request_headers(f, {"10.0.0.1", "http"}, "id");
+    else
+        rewrite_response_headers(f, "id");
+}
+}  // namespace
+
+TEST_CASE("hop-by-hop fields and those named in Connection are removed, both ways") {
+    for (bool request : {true, false}) {
+        CAPTURE(request);
+        http::fields f;
+        f.set(http::field::connection, "keep-alive, X-Secret, Upgrade");
+        f.set(http::field::keep_alive, "timeout=5");
+        f.set("X-Secret", "s");
+        f.set(http::field::upgrade, "websocket");
+        f.set(http::field::te, "trailers");
+        f.set(http::field::proxy_connection, "keep-alive");
+        f.set(http::field::trailer, "X-T");
+        f.set("X-Keep", "k");
+        f.set(http::field::content_length, "5");
+        rewrite(f, request);
+        CHECK(f.find(http::field::connection) == f.end());
+        CHECK(f.find(http::field::keep_alive) == f.end());
+        CHECK(f.find("X-Secret") == f.end());
+        CHECK(f.find(http::field::upgrade) == f.end());
+        CHECK(f.find(http::field::te) == f.end());
+        CHECK(f.find(http::field::proxy_connection) == f.end());
+        CHECK(f.find(http::field::trailer) == f.end());
+        CHECK(f["X-Keep"] == "k");
+        CHECK(f[http::field::content_length] == "5");
+    }
 }
 
 TEST_CASE("Connection cannot be used to strip framing fields") {
-    http::fields f;
-    f.set(http::field::connection, "Content-Length, Host");
-    f.set(http::field::content_length, "5");
-    f.set(http::field::host, "h");
-    remove_hop_by_hop(f);
-    CHECK(f[http::field::content_length] == "5");
-    CHECK(f[http::field::host] == "h");
+    for (bool request : {true, false}) {
+        CAPTURE(request);
+        http::fields f;
+        f.set(http::field::connection, "Content-Length, Host");
+        f.set(http::field::content_length, "5");
+        f.set(http::field::host, "h");
+        rewrite(f, request);
+        CHECK(f[http::field::content_length] == "5");
+        CHECK(f[http::field::host] == "h");
+    }
 }
 
 TEST_CASE("request rewrite appends X-Forwarded-For and sets proto, host, Via, request id") {

@@ -30,7 +30,8 @@ net::awaitable<void> sleeper(std::chrono::milliseconds d, int& finished, int& ab
 }
 
 // Filters every cancellation out, then sleeps `d`: runs to its end whatever is emitted.
-net::awaitable<void> stubborn(std::chrono::milliseconds d, int& finished, int& aborted) {
+net::awaitable<void> ignores_cancellation(std::chrono::milliseconds d, int& finished,
+                                          int& aborted) {
     co_await net::this_coro::reset_cancellation_state(
         [](net::cancellation_type) { return net::cancellation_type::none; });
     co_await sleeper(d, finished, aborted);
@@ -109,7 +110,7 @@ TEST_CASE("task group: a task that ignores cancellation until it finishes is awa
     net::io_context ioc;
     task_group g(ioc.get_executor(), "test");
     int finished = 0, aborted = 0;
-    g.spawn(stubborn(100ms, finished, aborted));
+    g.spawn(ignores_cancellation(100ms, finished, aborted));
     g.spawn(sleeper(std::chrono::hours(1), finished, aborted));
     clock_type::duration took{};
     net::co_spawn(
