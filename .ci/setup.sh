@@ -3,9 +3,10 @@
 PACKAGES=(build-essential cmake ninja-build ccache pkg-config clang-format python3 python3-yaml curl
           libboost1.81-all-dev nlohmann-json3-dev libspdlog-dev doctest-dev libhiredis-dev
           redis-server redis-tools redis-sentinel libssl-dev libjwt-dev libgoogle-perftools-dev
+          libnghttp2-dev
           # tests: real clients and proxies, the dashboard in a headless browser, fuzzing
           haproxy apache2-utils openssl chromium python3-websocket python3-websockets clang
-          libfuzzer-14-dev)
+          libfuzzer-14-dev nghttp2-client python3-h2 python3-grpcio)
 
 install_packages() {
     local missing=()
