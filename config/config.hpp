@@ -105,6 +105,9 @@ struct identity_config {
     /// `identity.client_ip.header`: "X-Forwarded-For", "Forwarded" (RFC 7239) or the name of a
     /// one-address header such as "X-Real-IP"; kinds match case-insensitively.
     std::string client_ip_header = "X-Forwarded-For";
+    /// `identity.client_ip.trusted_hops`: the peer and the N − 1 right-most forwarding entries
+    /// are trusted whatever their addresses (Envoy's `xff_num_trusted_hops`); 0: not set.
+    unsigned trusted_hops = 0;
 };
 
 /// SPEC §2 `upstreams.NAME`: a pool of interchangeable targets.

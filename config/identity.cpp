@@ -138,6 +138,8 @@ void read_identity(const json& j, const std::string& path, checker& c, identity_
             else
                 out.client_ip_header = *h;
         }
+        if (auto n = read_int(oi.get("trusted_hops"), oi.path("trusted_hops"), c, 1, 64))
+            out.trusted_hops = static_cast<unsigned>(*n);
         oi.finish();
     }
     o.finish();

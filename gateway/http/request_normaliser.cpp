@@ -110,19 +110,26 @@ std::string remove_dot_segments(std::string_view in) {
     return out;
 }
 
-std::optional<std::string> normalise_path(std::string_view path) {
+std::optional<std::string> normalise_path(std::string_view path, std::string_view* why) {
     static constexpr char hex[] = "0123456789ABCDEF";
+    auto fail = [why](std::string_view reason) -> std::optional<std::string> {
+        if (why) *why = reason;
+        return std::nullopt;
+    };
     // RFC 3986 §6.2.2.1–2: decode unreserved escapes, upper-case the rest; merge '/' runs.
     std::string norm;
     norm.reserve(path.size());
     for (std::size_t i = 0; i < path.size(); ++i) {
         char c = path[i];
         if (c == '%') {
-            if (i + 2 >= path.size()) return std::nullopt;
+            if (i + 2 >= path.size()) return fail("malformed percent-encoding in path");
             int hi = hex_value(path[i + 1]);
             int lo = hex_value(path[i + 2]);
-            if (hi < 0 || lo < 0) return std::nullopt;
+            if (hi < 0 || lo < 0) return fail("malformed percent-encoding in path");
             auto byte = static_cast<unsigned char>(hi * 16 + lo);
+            // SPEC §3: an encoded control character never reaches an upstream (a NUL ends a
+            // C string in many servers, a CR or LF splits a log line or a header).
+            if (byte < 0x20 || byte == 0x7f) return fail("encoded control character in path");
             i += 2;
             if (is_unreserved(byte)) {
                 norm += static_cast<char>(byte);
@@ -133,6 +140,11 @@ std::optional<std::string> normalise_path(std::string_view path) {
             }
             continue;
         }
+        // A raw '\\' is a separator to some servers (IIS, Windows paths) and not to us: a
+        // request could name one path here and another there. Encoded as %5C it is data.
+        if (c == '\\') return fail("backslash in path");
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+            return fail("control character in path");
         if (c == '/' && !norm.empty() && norm.back() == '/') continue;
         norm += c;
     }
@@ -206,9 +218,10 @@ normalise_result normalise_request(const request_line& line) {
             req.query = std::string(absolute->encoded_query());
         }
     }
-    auto norm = normalise_path(path.empty() ? std::string_view("/") : path);
+    std::string_view why_path;
+    auto norm = normalise_path(path.empty() ? std::string_view("/") : path, &why_path);
     if (!norm) {
-        r.error = bad_request("malformed percent-encoding in path");
+        r.error = bad_request(std::string(why_path));
         return r;
     }
     req.path = std::move(*norm);

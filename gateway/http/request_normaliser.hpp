@@ -64,8 +64,10 @@ normalise_result normalise_request(const request_line& line);
 /// and other escapes upper-cased (RFC 3986 §6.2.2.1–2; `%2F` and `%5C` stay encoded), runs of
 /// '/' merged into one, then dot segments removed (RFC 3986 §5.2.4; `/../a` is `/a`). `path`
 /// must be an absolute path whose escapes are valid (callers check the grammar first); an
-/// invalid escape is returned as nullopt. Idempotent.
-std::optional<std::string> normalise_path(std::string_view path);
+/// invalid escape, an encoded control character (`%00`–`%1F`, `%7F`), a raw control character
+/// or a raw `\` is refused (SPEC §3: a 400): nullopt, with the reason in `*why` when given.
+/// Idempotent.
+std::optional<std::string> normalise_path(std::string_view path, std::string_view* why = nullptr);
 
 /// RFC 3986 §5.2.4 remove_dot_segments, as written there (input and output buffers).
 std::string remove_dot_segments(std::string_view path);

@@ -99,7 +99,12 @@ bool valid_port(std::string_view p) {
     return v <= 65535;
 }
 
-std::optional<address> parse_address(std::string_view text) {
+bool is_unspecified(const address& a) {
+    auto n = a.v4 ? 4 : 16;
+    return std::all_of(a.bytes.begin(), a.bytes.begin() + n, [](std::uint8_t b) { return b == 0; });
+}
+
+std::optional<address> parse_address_any(std::string_view text) {
     auto s = trim(text);
     if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = trim(s.substr(1, s.size() - 2));
     address a;
@@ -124,6 +129,13 @@ std::optional<address> parse_address(std::string_view text) {
         return a;
     }
     return parse_v6(s, a) ? std::optional(a) : std::nullopt;
+}
+
+// An address that can name a client: not the unspecified one (`0.0.0.0`, `::`, `::ffff:0.0.0.0`).
+std::optional<address> parse_address(std::string_view text) {
+    auto a = parse_address_any(text);
+    if (a && is_unspecified(*a)) return std::nullopt;
+    return a;
 }
 
 // RFC 5952 §4: lower case hex, no leading zeros, "::" for the longest run of two or more zero
@@ -194,10 +206,23 @@ bool contains(const config::cidr& block, const address& a) {
     return true;
 }
 
-bool trusted(const address& a, const settings& s) {
+// Whether the hop `position` places from the right (0: the peer, 1: the right-most entry) at
+// address `a` is trusted: by position (trusted_hops) or by its block (trusted_proxies).
+bool trusted(const address& a, std::size_t position, const settings& s) {
+    if (position < s.trusted_hops) return true;
     if (!s.trusted_proxies) return false;
     return std::any_of(s.trusted_proxies->begin(), s.trusted_proxies->end(),
                        [&](const config::cidr& b) { return contains(b, a); });
+}
+
+// RFC 9110 §5.6.2 tchar.
+bool is_tchar(char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) ||
+           std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
+}
+
+bool is_token(std::string_view s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
 }
 
 // Splits `s` at every `sep`. Quoted-strings are not honoured on purpose: no value RFC 7239
@@ -213,19 +238,27 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
     }
 }
 
-// The `for` node of one RFC 7239 element, unquoted, or nullopt when the element has no `for`,
-// has it twice, or is malformed.
+// The `for` node of one RFC 7239 element, unquoted, or nullopt when the element has no `for` or
+// is outside RFC 7239 §4's grammar: forwarded-pair = token "=" value, value = token /
+// quoted-string, each parameter at most once. So no whitespace around '=', and an IPv6
+// address or a port must be quoted (':' and '[' are not tchar). Whitespace around ';' is
+// tolerated, as around ','.
 std::optional<std::string> forwarded_for(std::string_view element) {
     std::optional<std::string> node;
+    std::vector<std::string_view> seen;
     for (auto pair : split(element, ';')) {
         pair = trim(pair);
         if (pair.empty()) continue;
         auto eq = pair.find('=');
         if (eq == std::string_view::npos) return std::nullopt;
-        auto name = trim(pair.substr(0, eq));
-        auto value = trim(pair.substr(eq + 1));
+        auto name = pair.substr(0, eq);
+        auto value = pair.substr(eq + 1);
+        if (!is_token(name) || value.empty()) return std::nullopt;
+        for (auto other : seen)
+            if (iequals(other, name)) return std::nullopt;  // once per element (§4)
+        seen.push_back(name);
         std::string v;
-        if (!value.empty() && value.front() == '"') {
+        if (value.front() == '"') {
             // quoted-string (RFC 9110 §5.6.4): the closing quote must end the value.
             std::size_t i = 1;
             bool closed = false;
@@ -241,11 +274,10 @@ std::optional<std::string> forwarded_for(std::string_view element) {
             }
             if (!closed || i + 1 != value.size()) return std::nullopt;
         } else {
+            if (!is_token(value)) return std::nullopt;
             v = std::string(value);
         }
-        if (!iequals(name, "for")) continue;
-        if (node) return std::nullopt;  // RFC 7239 §4: a parameter occurs once per element
-        node = std::move(v);
+        if (iequals(name, "for")) node = std::move(v);
     }
     return node;
 }
@@ -292,14 +324,14 @@ header_kind kind_of(std::string_view name) {
 }
 
 settings settings::from(const config::identity_config& identity) {
-    return {kind_of(identity.client_ip_header), &identity.trusted_proxies};
+    return {kind_of(identity.client_ip_header), &identity.trusted_proxies, identity.trusted_hops};
 }
 
 std::string resolve_client_ip(std::string_view peer,
                               const std::vector<std::string_view>& field_lines, const settings& s) {
     auto candidate = parse_address(peer);
     if (!candidate) return {};
-    if (!trusted(*candidate, s) || field_lines.empty()) return format(*candidate);
+    if (!trusted(*candidate, 0, s) || field_lines.empty()) return format(*candidate);
     std::vector<std::optional<address>> entries;
     if (s.header == header_kind::single) {
         // One address, on one line; anything else cannot be told apart from a forgery.
@@ -311,10 +343,11 @@ std::string resolve_client_ip(std::string_view peer,
     }
     // Every trusted hop vouches for the entry before it; a non-address stops the walk at the
     // hop that passed it on.
+    std::size_t position = 0;
     for (auto it = entries.rbegin(); it != entries.rend(); ++it) {
         if (!*it) break;
         candidate = **it;
-        if (!trusted(*candidate, s)) break;
+        if (!trusted(*candidate, ++position, s)) break;
     }
     return format(*candidate);
 }

@@ -15,7 +15,8 @@ namespace rategate::gateway::identity {
 
 /// One address as it appears in a forwarding header or as a peer, in canonical text, or nullopt
 /// when `text` is not an IP address (`unknown`, an obfuscated RFC 7239 node such as `_hidden`,
-/// `999.1.1.1`, `1.2.3`, empty, junk).
+/// `999.1.1.1`, `1.2.3`, empty, junk) or is the unspecified address (`0.0.0.0`, `::`, which
+/// name no client: RFC 1122 §3.2.1.3, RFC 4291 §2.5.2).
 /// Accepted around the address: surrounding spaces/tabs and one pair of double quotes;
 /// `[v6]` and `[v6]:port` (RFC 3986 IP-literal, port digits or an RFC 7239 obfuscated port);
 /// `v4:port`; an IPv6 zone id (`%eth0`, or `%25eth0` as in RFC 6874), which is dropped.
@@ -44,13 +45,16 @@ enum class header_kind {
 /// The kind of header `name` is (ASCII case-insensitive).
 header_kind kind_of(std::string_view name);
 
-/// What resolve_client_ip needs from the config: the header kind and the trusted proxies.
+/// What resolve_client_ip needs from the config: the header kind and who is trusted.
 /// `trusted_proxies` must outlive the settings (it usually points into the loaded config).
 struct settings {
     header_kind header = header_kind::x_forwarded_for;
-    const std::vector<config::cidr>* trusted_proxies = nullptr;  ///< null: trust nobody
+    const std::vector<config::cidr>* trusted_proxies = nullptr;  ///< null: no block trusted
+    /// Hops trusted by position: the peer and the `trusted_hops − 1` right-most entries,
+    /// whatever their addresses (0: none). A hop is trusted when either rule says so.
+    unsigned trusted_hops = 0;
 
-    /// The settings of `identity` (its `client_ip_header` and `trusted_proxies`).
+    /// The settings of `identity` (`client_ip_header`, `trusted_proxies`, `trusted_hops`).
     static settings from(const config::identity_config& identity);
 };
 
@@ -59,13 +63,16 @@ struct settings {
 /// lines of the configured header, in the order received (RFC 9110 §5.3: together they are one
 /// comma list; for a `single` header, more than one line is not an address).
 /// The rule (SPEC §2): an untrusted peer is the client and the header is ignored. Otherwise the
-/// list is walked from the right, skipping trusted hops; the first untrusted address is the
-/// client. An entry that is not an address (`unknown`, garbage, an RFC 7239 obfuscated node or an
-/// element without `for`) stops the walk and the client is the trusted hop that passed it on.
-/// When every entry is trusted, the left-most is the client. Empty list elements are ignored
-/// (RFC 9110 §5.6.1). Lists are split at every ',' (and Forwarded pairs at every ';'), quotes or
-/// not: no RFC 7239 value may hold them, and a client's unbalanced quote must not hide the
-/// entries a proxy appends to the same line.
+/// list is walked from the right, skipping trusted hops (by block or by position, see
+/// settings); the first untrusted address is the client. An entry that is not an address
+/// (`unknown`, garbage, an RFC 7239 obfuscated node or an element without `for`) stops the walk and
+/// the client is the trusted hop that passed it on. When every entry is trusted, the left-most is
+/// the client. Empty list elements are ignored (RFC 9110 §5.6.1). A `Forwarded` element outside RFC
+/// 7239 §4's grammar (a parameter name that is not a token, whitespace around `=`, an unquoted
+/// value that is not a token such as an IPv6 address or a port, a repeated parameter) is not an
+/// address. Lists are split at every ',' (and Forwarded pairs at every ';'), quotes or not: no RFC
+/// 7239 value may hold them, and a client's unbalanced quote must not hide the entries a proxy
+/// appends to the same line.
 std::string resolve_client_ip(std::string_view peer,
                               const std::vector<std::string_view>& field_lines, const settings& s);
 

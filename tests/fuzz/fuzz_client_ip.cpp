@@ -86,22 +86,24 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             rest.remove_prefix(comma + 1);
         }
 
-    for (auto kind :
-         {id::header_kind::x_forwarded_for, id::header_kind::forwarded, id::header_kind::single}) {
-        id::settings s{kind, &trusted()};
-        auto client = id::resolve_client_ip(peer, fields, s);
-        if (!peer_canonical) {
-            require(client.empty());
-            continue;
+    for (unsigned hops : {0u, 2u})
+        for (auto kind : {id::header_kind::x_forwarded_for, id::header_kind::forwarded,
+                          id::header_kind::single}) {
+            id::settings s{kind, &trusted(), hops};
+            auto client = id::resolve_client_ip(peer, fields, s);
+            if (!peer_canonical) {
+                require(client.empty());
+                continue;
+            }
+            require_canonical(client);
+            require(client != "0.0.0.0" && client != "::");
+            if ((!peer_trusted && hops == 0) || fields.empty()) require(client == *peer_canonical);
+            if (kind == id::header_kind::x_forwarded_for) {
+                bool found = false;
+                for (const auto& p : possible)
+                    found = found || p == client;
+                require(found);
+            }
         }
-        require_canonical(client);
-        if (!peer_trusted || fields.empty()) require(client == *peer_canonical);
-        if (kind == id::header_kind::x_forwarded_for) {
-            bool found = false;
-            for (const auto& p : possible)
-                found = found || p == client;
-            require(found);
-        }
-    }
     return 0;
 }

@@ -68,7 +68,12 @@ class PathBypass(EdgeTest):
         self.assertEqual(r.json()["target"], "/orders/a%2F..%2Fb?q=%2e%2e/x&y")
 
     def test_malformed_targets_are_400(self):
-        for target in ["/api/orders/%zz", "/api/orders/%4", "/api/orders#frag", "*"]:
+        # An encoded control character or a raw backslash names one path here and another to a
+        # server that stops at a NUL or splits at '\\' (SPEC 3): refused, never forwarded.
+        for target in ["/api/orders/%zz", "/api/orders/%4", "/api/orders#frag", "*",
+                       "/api/orders%00.json", "/public%00/../api/orders", "/api/orders/%0d%0aX:%201",
+                       "/api/orders/%7F", "/api/orders/%1f", "/public\\..\\api/orders",
+                       "http://t/api/orders%00"]:
             c = Conn(self.gw.port)
             r = c.request("GET", target)
             self.assertEqual(r.status, 400, target)
@@ -422,6 +427,35 @@ class IdentityBypass(EdgeTest):
                   'for=192.0.2.43, for="[2001:db8:cafe::17]"', 'For="[2001:DB8:CAFE:0::17]"']:
             statuses.append(get(self.gw.port, "/api/x", {"Forwarded": v}).status)
         self.assertEqual(statuses, [200, 200, 200, 429])
+
+    def test_forwarded_outside_rfc7239_grammar_is_not_an_address(self):
+        self.per_ip(2, header="Forwarded")
+        # Each is refused by the grammar, so the trusted peer that passed it is the client:
+        # a client cannot mint a fresh counter per request with bad syntax.
+        bad = ['for=192.0.2.43:47011', 'for=[2001:db8::17]', 'for = 192.0.2.44', 'fo r=192.0.2.45',
+               'for="[1.1.1.1]"', 'for="0.0.0.0"', 'for="[::]"']
+        got = [get(self.gw.port, "/api/x", {"Forwarded": v}).status for v in bad]
+        self.assertEqual(got, [200, 200] + [429] * (len(bad) - 2))
+        self.assertEqual(get(self.gw.port, "/api/x", {"Forwarded": 'for="192.0.2.43:47011"'}).status, 200)
+
+    def test_unspecified_addresses_are_not_clients(self):
+        self.per_ip(2)
+        self.assertEqual(self.xff(["0.0.0.0", "::", "[::]:80", "0.0.0.0:1", "::ffff:0.0.0.0"]),
+                         [200, 200, 429, 429, 429])  # all the trusted peer's counter
+
+    def test_trusted_hops_trusts_positions_whatever_their_addresses(self):
+        # A load balancer with no fixed address (a cloud LB) in front: trusted_hops 2 trusts the
+        # peer and the right-most entry, and the client is the entry left of them.
+        self.make({"per-ip": log_limiter("ip", 2)},
+                  [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["per-ip"]}],
+                  identity={"client_ip": {"trusted_hops": 2}})
+        forged = ["6.6.6.%d, 203.0.113.5, 198.51.100.%d" % (i, i) for i in range(4)]
+        got = [get(self.gw.port, "/api/x", {"X-Forwarded-For": v}).status for v in forged]
+        # 203.0.113.5 is the client every time: neither the LB's address nor the forged left-most.
+        self.assertEqual(got, [200, 200, 429, 429])
+        self.assertEqual(self.xff(["203.0.113.6, 10.0.0.1"]), [200])
+        # Fewer entries than hops: all trusted, the left-most is the client.
+        self.assertEqual(self.xff(["192.0.2.1", "192.0.2.1", "192.0.2.1"]), [200, 200, 429])
 
     def test_one_address_header(self):
         self.per_ip(1, header="X-Real-IP")

@@ -140,6 +140,10 @@ TEST_CASE("bad values are refused") {
         errors_of(with(R"("identity": { "client_ip": { "trusted_proxies": ["10.0.0.0/33"] } })")) ==
         "f.json: identity.client_ip.trusted_proxies[0]: \"10.0.0.0/33\" is not a CIDR block such "
         "as 10.0.0.0/8\n");
+    CHECK(errors_of(with(R"("identity": { "client_ip": { "trusted_hops": 0 } })")) ==
+          "f.json: identity.client_ip.trusted_hops: must be between 1 and 64, got 0\n");
+    CHECK(errors_of(with(R"("identity": { "client_ip": { "trusted_hops": "2" } })")) != "");
+    CHECK(errors_of(with(R"("identity": { "client_ip": { "trusted_hops": 2 } })")) == "");
     CHECK(errors_of(with(R"("listen2": 1)")).find("unknown key \"listen2\"") != std::string::npos);
 }
 

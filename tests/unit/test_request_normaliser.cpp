@@ -93,6 +93,44 @@ TEST_CASE("path normalisation of SPEC §3") {
     CHECK_FALSE(normalise_path("/a%zz"));
 }
 
+TEST_CASE("paths: encoded control characters and a raw backslash are refused (SPEC 3)") {
+    struct {
+        const char* in;
+        const char* why;
+    } rows[] = {
+        {"/a%00b", "encoded control character in path"},
+        {"/a%00", "encoded control character in path"},
+        {"/%01", "encoded control character in path"},
+        {"/a%0d%0aX-Injected:%201", "encoded control character in path"},
+        {"/a%0A", "encoded control character in path"},
+        {"/a%1f", "encoded control character in path"},
+        {"/a%1F", "encoded control character in path"},
+        {"/a%7f", "encoded control character in path"},
+        {"/a\\..\\b", "backslash in path"},
+        {"/admin\\", "backslash in path"},
+        {"/a\tb", "control character in path"},
+        {"/a%zz", "malformed percent-encoding in path"},
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.in);
+        std::string_view why;
+        CHECK_FALSE(normalise_path(r.in, &why));
+        CHECK(why == r.why);
+    }
+    // Their neighbours are data: space, DEL's neighbours, an encoded backslash, UTF-8.
+    for (const char* ok : {"/a%20b", "/a%7e", "/a%5Cb", "/a%80", "/a%ff", "/%21"}) {
+        CAPTURE(ok);
+        CHECK(normalise_path(ok));
+    }
+    auto r = run("GET", "/api/orders%00.json");
+    REQUIRE(r.error);
+    CHECK(r.error->status == 400);
+    CHECK(r.error->message == "encoded control character in path");
+    r = run("GET", "http://a.example/api%5c..%5corders/%7F");
+    REQUIRE(r.error);
+    CHECK(r.error->status == 400);
+}
+
 TEST_CASE("targets: origin-form, absolute-form, and what is a 400") {
     auto r = run("GET", "/public/../api/orders/1?x=%2e%2e&y");
     REQUIRE(r.request);
