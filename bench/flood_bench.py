@@ -26,7 +26,19 @@ parser.add_argument("-r", "--rounds", type=int, default=3)
 parser.add_argument("-d", "--duration", type=int, default=5)
 parser.add_argument("--rate", type=int, default=5)
 parser.add_argument("--burst", type=int, default=10)
+parser.add_argument("--algorithm", default="token_bucket",
+                    choices=["token_bucket", "sliding_window_log", "fixed_window"],
+                    help="the per-user layer's algorithm (windows: limit BURST per BURST/RATE s)")
+parser.add_argument("--quota", action="store_true",
+                    help="the global layer as a quota of 100k per hour (rate 1 per hour, burst "
+                         "100000: a retry bound of one hour) instead of a bucket far above the load")
 args = parser.parse_args()
+if args.algorithm == "token_bucket":
+    user_rule = {"rate": args.rate, "period": "1s", "burst": args.burst}
+else:  # the same long-run rate: BURST per window of BURST / RATE seconds
+    user_rule = {"limit": args.burst, "window": "%dms" % (1000 * args.burst // args.rate)}
+global_rule = ({"rate": 1, "period": "1h", "burst": 100000} if args.quota
+               else {"rate": 10000000, "period": "1s", "burst": 10000000})
 
 work = tempfile.mkdtemp(prefix="rategate-flood-")
 running = Procs(work)
@@ -44,10 +56,8 @@ def gateway(name, cache, redis=True):
         "upstreams": {"bench": {"targets": ["127.0.0.1:%d" % up_port]}},
         "identity": {"user": {"header": "X-User-Id"}},
         "limiters": {
-            "global": {"scope": "global", "algorithm": "token_bucket",
-                       "rules": [{"rate": 10000000, "period": "1s", "burst": 10000000}]},
-            "per-user": {"scope": "user", "algorithm": "token_bucket",
-                         "rules": [{"rate": args.rate, "period": "1s", "burst": args.burst}]},
+            "global": {"scope": "global", "algorithm": "token_bucket", "rules": [global_rule]},
+            "per-user": {"scope": "user", "algorithm": args.algorithm, "rules": [user_rule]},
         },
         "routes": [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "bench",
                     "limiters": ["global", "per-user"]}],
@@ -129,8 +139,10 @@ try:
             n, m["refusals_s"], m["cpu_us"], m["redis_us"], m["calls"], m["admitted"], expected,
             m["cpu_us"] / med["nginx-limit-req"]["cpu_us"]))
     print()
-    print("medians of %d rounds, %d s each; limit %d/s burst %d; 4 keep-alive connections, one user"
-          % (args.rounds, args.duration, args.rate, args.burst))
+    print("medians of %d rounds, %d s each; per-user %s %s; global %s; 4 keep-alive connections, one user"
+          % (args.rounds, args.duration, args.algorithm, json.dumps(user_rule), json.dumps(global_rule)))
+    if args.algorithm != "token_bucket":
+        print("(admitted, expected: the bucket's figure; a window admits up to BURST more at its edges)")
 finally:
     running.stop()
     shutil.rmtree(work, ignore_errors=True)

@@ -7,6 +7,11 @@
 
 namespace rategate::limiters {
 
+bool over_limit_cache::is_shared(const policy::layer& l) {
+    return l.limiter->scope == config::scope_kind::global ||
+           l.limiter->scope == config::scope_kind::route;
+}
+
 bool over_limit_cache::eligible(const std::vector<const policy::layer*>& layers) {
     bool any = false;
     for (const auto* l : layers) {
@@ -45,11 +50,15 @@ std::optional<chain_decision> over_limit_cache::lookup(
             if (v.allowed) return std::nullopt;  // Redis would admit this cost: ask it
         }
         double retry = reply_number(v.retry_us);
-        // Every other layer must be unable to out-wait this one (then it is named, its
-        // numbers are the answer).
+        // Every other layer of the client's own must be unable to out-wait this one (then it is
+        // named, its numbers are the answer). A shared layer (global, route) may be rejecting
+        // too with a later retry: SPEC §2's latitude names this layer with its retry, never a
+        // later Retry-After than Redis's, so a flooding client costs Redis nothing whatever
+        // the shared layers' bounds (a quota of 100k per hour has a one-hour bound).
         for (std::size_t j = 0; j < layers.size(); ++j)
-            if (j != i && !(retry_bound_us(layers[j]->spec, cost,
-                                           std::max(layers[j]->max_cost, cost_ceiling)) < retry))
+            if (j != i && !is_shared(*layers[j]) &&
+                !(retry_bound_us(layers[j]->spec, cost,
+                                 std::max(layers[j]->max_cost, cost_ceiling)) < retry))
                 return std::nullopt;
         order_.splice(order_.begin(), order_, it);
         chain_decision d;

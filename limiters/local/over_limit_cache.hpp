@@ -16,6 +16,12 @@
 //    ties). Every other layer of the chain can give at most `retry_bound_us` (its algorithm's
 //    bound for this cost), so if L's retry is longer than all of those, L is named, and the
 //    status, body and headers (L's retry, remaining, reset and rule) are L's alone.
+//    Shared layers (scope global and route, whose state other clients change) are not held
+//    to that bound: SPEC §2 lets the answer name L with its retry when a shared layer might be
+//    rejecting too with a later one. The verdict is Redis's either way (L rejects, so the
+//    chain does), and the Retry-After is never later than Redis's (the chain's retry is the
+//    longest of its rejecting layers', L's among them). So a client flooding past its own
+//    limit costs Redis nothing, whatever the shared layers.
 // Not cached: chains with a shadow layer (it would be counted) or a delay layer (it waits
 // instead of rejecting), limiters with "cache": false, and logs with more than 64 entries in
 // their longest window. Time is the limiter clock: the gateway's, or Redis TIME estimated from
@@ -45,6 +51,10 @@ class over_limit_cache {
     /// True when a rejection of this chain may be cached: no shadow or delay layer, and at
     /// least one layer with caching on. Chains for which this is false never hit.
     static bool eligible(const std::vector<const policy::layer*>& layers);
+
+    /// True for a layer whose one counter every client shares (scope `global` or `route`): a
+    /// cached rejection by another layer may be named over it (SPEC §2 "Exact shortcuts").
+    static bool is_shared(const policy::layer& l);
 
     /// The decision for a request of `cost` over `layers`/`refs` (parallel, chain order) at
     /// `now_us` on the local clock, if a cached state gives it exactly; nullopt otherwise.

@@ -12,7 +12,7 @@ RATE, BURST = 5, 10
 
 
 class OverLimitCache(GatewayTest):
-    def make(self, redis, cache=10000, threads=1):
+    def make(self, redis, cache=10000, threads=1, global_rule=None, user_limiter=None):
         admin = free_port()
         cfg = {
             "threads": threads,
@@ -23,9 +23,9 @@ class OverLimitCache(GatewayTest):
                       "over_limit_cache": cache},
             "limiters": {
                 "global": {"scope": "global", "algorithm": "token_bucket",
-                           "rules": [{"rate": 100000, "period": "1s", "burst": 100000}]},
-                "per-user": {"scope": "user", "algorithm": "token_bucket",
-                             "rules": [{"rate": RATE, "period": "1s", "burst": BURST}]},
+                           "rules": [global_rule or {"rate": 100000, "period": "1s", "burst": 100000}]},
+                "per-user": user_limiter or {"scope": "user", "algorithm": "token_bucket",
+                                             "rules": [{"rate": RATE, "period": "1s", "burst": BURST}]},
             },
             "routes": [{"name": "api", "match": {"path_prefix": "/api"}, "upstream": "demo",
                         "limiters": ["global", "per-user"], "headers": "both"}],
@@ -103,6 +103,45 @@ class OverLimitCache(GatewayTest):
         self.assertGreater(hits, refused * 0.9)
         self.assertLess(calls / refused, 0.05)
         self.assertEqual(self.metric(a, "rategate_over_limit_cache_entries") >= 1, True)
+
+    def test_flood_behind_a_shared_quota_costs_redis_nothing(self):
+        # A quota of 100k per hour: the global layer's retry bound (cost / rate) is one hour,
+        # above any retry of the user's own layer. SPEC 2's latitude lets the cache answer
+        # anyway, naming the user's layer (never a later Retry-After than Redis's).
+        self.up = self.upstream()
+        redis = self.track(RedisServer())
+        quota = {"rate": 1, "period": "1h", "burst": 100000}
+        users = {
+            "token_bucket": ({"rate": RATE, "period": "1s", "burst": BURST},
+                             lambda e: (BURST + int(RATE * (e - 0.3)) - 1, BURST + int(RATE * e) + 1)),
+            "sliding_window_log": ({"limit": BURST, "window": "2s"},
+                                   lambda e: (BURST, BURST * (int(e / 2) + 1))),
+            "fixed_window": ({"limit": BURST, "window": "2s"},
+                             lambda e: (BURST, BURST * (int(e / 2) + 2))),
+        }
+        for algorithm, (rule, bounds) in users.items():
+            with self.subTest(algorithm=algorithm):
+                redis.cli("FLUSHALL")
+                limiter = {"scope": "user", "algorithm": algorithm, "rules": [rule]}
+                a = self.make(redis, threads=2, global_rule=quota, user_limiter=limiter)
+                b = self.make(redis, global_rule=quota, user_limiter=limiter)
+                calls0 = self.evalsha_calls(redis)
+                statuses, elapsed = self.flood([a.port, b.port], "flooder", 2.5)
+                calls = self.evalsha_calls(redis) - calls0
+                admitted, refused = statuses.count(200), statuses.count(429)
+                self.assertEqual(admitted + refused, len(statuses), set(statuses))
+                low, high = bounds(elapsed)
+                self.assertGreaterEqual(admitted, low, (admitted, elapsed))
+                self.assertLessEqual(admitted, high, (admitted, elapsed))
+                self.assertGreater(refused, 500)
+                print("%s behind a 100k/h quota: %d refused, %d admitted in %.2f s; %.4f EVALSHA per refusal"
+                      % (algorithm, refused, admitted, elapsed, calls / refused))
+                self.assertLess(calls / refused, 0.05)
+                r = get(a.port, "/api/x", {"X-User-Id": "flooder"})
+                if r.status == 429:
+                    self.assertEqual(r.json()["limiter"], "per-user")  # the layer that rejects
+                for g in (a, b):
+                    g.stop()
 
     def test_cached_refusal_says_what_redis_says(self):
         self.up = self.upstream()
