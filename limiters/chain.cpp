@@ -26,7 +26,8 @@ chain_decision decide_chain(const std::vector<const layer_spec*>& specs,
             lease_grant g;
             if (verdicts[l].allowed) {
                 g.granted = ask.need + std::min(ask.want - ask.need, verdicts[l].remaining);
-                auto after = evaluate(*specs[l], *states[l], now, g.granted, w.next[l], w.ttl_us[l]);
+                auto after =
+                    evaluate(*specs[l], *states[l], now, g.granted, w.next[l], w.ttl_us[l]);
                 g.remaining = after.remaining;
                 g.reset_us = after.reset_us;
                 g.rule = after.rule;

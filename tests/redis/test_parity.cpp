@@ -192,13 +192,15 @@ TEST_CASE("parity: one call deciding a batch equals the same requests decided on
     }
 }
 
-TEST_CASE("parity: leased layers take the same grants and give the same decisions in Lua and "
-          "C++ (random asks, batches of up to 8)") {
+TEST_CASE(
+    "parity: leased layers take the same grants and give the same decisions in Lua and "
+    "C++ (random asks, batches of up to 8)") {
     // SPEC §2 `sync`: a leased layer decides its `need` and takes up to `want` at once, kept
     // whatever the exact layers decide. Twins: the leased branches of decide_chain and
     // limiters/lua/90_chain.lua.
     redis_fixture redis;
-    layer_spec global{algorithm::token_bucket, {{37, 1 * s, 40, 0}, {200, 60 * s, 90, 0}}, false, 0};
+    layer_spec global{
+        algorithm::token_bucket, {{37, 1 * s, 40, 0}, {200, 60 * s, 90, 0}}, false, 0};
     layer_spec route{algorithm::fixed_window, {{25, 1 * s, 0, 0}, {120, 10 * s, 0, 0}}, false, 0};
     layer_spec user{algorithm::token_bucket, {{2, 1 * s, 4, 0}}, false, 0};
     layer_spec ip{algorithm::sliding_window_log, {{6, 2 * s, 0, 0}}, false, 0};
@@ -238,8 +240,8 @@ TEST_CASE("parity: leased layers take the same grants and give the same decision
         REQUIRE(got.size() == batch.size());
         std::vector<lease_grant> expected_grants;
         for (std::size_t i = 0; i < batch.size(); ++i) {
-            auto expected = as_reported(twin.decide(*batch[i].first, now, batch[i].second,
-                                                    &expected_grants));
+            auto expected =
+                as_reported(twin.decide(*batch[i].first, now, batch[i].second, &expected_grants));
             allowed += got[i].allowed;
             if (!same(expected, got[i]) && ++mismatches <= 5)
                 FAIL_CHECK("round " << round << " request " << i << "\n  C++: "
@@ -274,8 +276,9 @@ TEST_CASE("parity: leased layers take the same grants and give the same decision
     CHECK(refused_with_grant > 10);
 }
 
-TEST_CASE("leased layer on Redis: a request an exact layer refuses keeps the lease taken in its "
-          "call and consumes nothing else; a lease never takes more than the counter has") {
+TEST_CASE(
+    "leased layer on Redis: a request an exact layer refuses keeps the lease taken in its "
+    "call and consumes nothing else; a lease never takes more than the counter has") {
     redis_fixture redis;
     layer_spec global{algorithm::fixed_window, {{10, 60 * s, 0, 0}}, false, 0};
     layer_spec user{algorithm::fixed_window, {{1, 60 * s, 0, 0}}, false, 0};
