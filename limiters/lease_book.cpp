@@ -87,6 +87,11 @@ lease_book::standing lease_book::standing_of(const std::string& key, double now)
     return {e.remaining + permits, std::max(0.0, e.reset_at_us - now), e.rule};
 }
 
+double lease_book::unspent(const std::string& key, double now) const {
+    auto it = entries_.find(key);
+    return it != entries_.end() && now < it->second.expiry_us ? it->second.permits : 0;
+}
+
 double lease_book::held(double now) const {
     double sum = 0;
     for (const auto& [key, e] : entries_)

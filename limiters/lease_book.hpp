@@ -61,6 +61,9 @@ class lease_book {
     /// `key`'s standing at `now_us` (zeros before its first grant).
     standing standing_of(const std::string& key, double now_us) const;
 
+    /// Unspent permits of `key`'s lease at `now_us` (0 once expired).
+    double unspent(const std::string& key, double now_us) const;
+
     /// Unspent permits of every lease at `now_us` (expired ones left out).
     double held(double now_us) const;
 

@@ -234,7 +234,14 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
     // prove is answered here, the way Redis would answer it, while Redis is reachable.
     bool cacheable = shared_ && cache_.capacity() > 0 && max_delay == 0 &&
                      limiters::over_limit_cache::eligible(out.layers);
-    if (cacheable && redis_ready()) {
+    // A leased layer's refusal learned from Redis holds while this loop's lease is empty (the
+    // request then needs its whole cost from Redis); a lease with permits decides first.
+    bool lease_serves = false;
+    for (std::size_t i = 0; i < out.layers.size(); ++i)
+        if (out.layers[i]->limiter->lease > 0 &&
+            leases_.unspent(keys.refs[i].key, clock_.now_us()) > 0)
+            lease_serves = true;
+    if (cacheable && !lease_serves && redis_ready()) {
         // After a reconnect (Redis restarted, failed over) its state may differ from what the
         // cache learned: start over.
         if (auto epoch = shared_->epoch(); epoch != cache_epoch_) {
@@ -254,8 +261,9 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
     }
 
     bool leased = false;
-    for (const auto* l : out.layers)
-        leased = leased || l->limiter->lease > 0;
+    if (shared_ && shared_->leases())
+        for (const auto* l : out.layers)
+            leased = leased || l->limiter->lease > 0;
     double waited = 0;
     for (;;) {
         chain_decision d;
@@ -267,11 +275,7 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
             if (!a.ec) {
                 d = a.decision;
                 decided = true;
-                // A leased layer's refusal depends on this loop's lease too: never cached.
-                bool by_lease = d.decider >= 0 &&
-                                out.layers[static_cast<std::size_t>(d.decider)]->limiter->lease > 0;
-                if (cacheable && !by_lease)
-                    cache_.learn(out.layers, keys.refs, d, a.state, a.clock_offset_us);
+                if (cacheable) cache_.learn(out.layers, keys.refs, d, a.state, a.clock_offset_us);
             } else {
                 out.redis_error = a.ec;
                 if (route.on_redis_error == config::redis_error_policy::allow) {
