@@ -52,6 +52,11 @@ class Leases(GatewayTest):
         m = re.search(r"cmdstat_evalsha:calls=(\d+)", redis.cli("INFO", "commandstats"))
         return int(m.group(1)) if m else 0
 
+    def evalsha_usec(self, redis):
+        """Redis CPU spent in the chain script so far (µs, INFO commandstats)."""
+        m = re.search(r"cmdstat_evalsha:calls=\d+,usec=(\d+)", redis.cli("INFO", "commandstats"))
+        return int(m.group(1)) if m else 0
+
     def metric(self, gw, name):
         m = re.search(r"^" + name + r" (\d+)", get(gw.admin_port, "/metrics").body.decode(), re.M)
         return int(m.group(1)) if m else 0
@@ -97,10 +102,11 @@ class Leases(GatewayTest):
         redis = self.track(RedisServer())
         a, b = self.make(redis, limiter, roomy), self.make(redis, limiter, roomy)
         users = ["user%02d" % i for i in range(60)]
-        up0, calls0 = self.forwarded(), self.evalsha_calls(redis)
+        up0, calls0, usec0 = self.forwarded(), self.evalsha_calls(redis), self.evalsha_usec(redis)
         statuses, elapsed = self.drive([a.port, b.port], "/api/x", users, 2.0)
         admitted = self.forwarded() - up0
         calls = self.evalsha_calls(redis) - calls0
+        usec = self.evalsha_usec(redis) - usec0
         flat = [s for v in statuses.values() for s in v]
         self.assertEqual(set(flat) - {200, 429}, set())
         self.assertEqual(admitted, flat.count(200))  # what the upstream saw is what was admitted
@@ -109,13 +115,14 @@ class Leases(GatewayTest):
         self.assertGreaterEqual(admitted, burst + rate * (elapsed - 0.5) - n * LOOPS, (admitted, elapsed))
         for user, s in statuses.items():
             self.assertLessEqual(s.count(200), USER_LIMIT, user)  # the exact layer stays exact
-        api = (admitted, len(flat), calls, elapsed)
+        api = (admitted, len(flat), calls, elapsed, usec)
         # A leased layer alone, under its limit: the lease serves most requests without a call.
-        up0, calls0 = self.forwarded(), self.evalsha_calls(redis)
+        up0, calls0, usec0 = self.forwarded(), self.evalsha_calls(redis), self.evalsha_usec(redis)
         statuses, elapsed = self.drive([a.port, b.port], "/open/x", ["anyone"], 1.5)
         flat = [s for v in statuses.values() for s in v]
         admitted = self.forwarded() - up0
         calls = self.evalsha_calls(redis) - calls0
+        usec = self.evalsha_usec(redis) - usec0
         self.assertEqual(admitted, flat.count(200))
         self.assertEqual(admitted, len(flat))
         if lease:
@@ -123,17 +130,17 @@ class Leases(GatewayTest):
                                self.metric(b, "rategate_lease_grants_total"), 0)
         for g in (a, b):
             g.assert_clean(self)
-        return api, (admitted, len(flat), calls, elapsed)
+        return api, (admitted, len(flat), calls, elapsed, usec)
 
     def test_token_bucket_leased_within_bound_with_fewer_calls(self):
         self.up = self.upstream()
         n = 10
         api, open_ = self.run_token_bucket(n)
         exact_api, exact_open = self.run_token_bucket(None)
-        for name, (adm, req, calls, el) in (("leased api", api), ("leased open", open_),
-                                            ("exact api", exact_api), ("exact open", exact_open)):
-            print("%s: %d admitted of %d requests in %.2f s, %d EVALSHA, %.3f calls per request"
-                  % (name, adm, req, el, calls, calls / req))
+        for name, (adm, req, calls, el, usec) in (("leased api", api), ("leased open", open_),
+                                                  ("exact api", exact_api), ("exact open", exact_open)):
+            print("%s: %d admitted of %d requests in %.2f s, %d EVALSHA, %.3f calls and %.2f µs "
+                  "of script time per request" % (name, adm, req, el, calls, calls / req, usec / req))
         self.assertLess(api[2], api[1])  # fewer script calls than requests
         # The leased layer alone: about one call per 3N/4 requests per loop, far fewer than the
         # same route decided exactly (one call per group-committed batch).

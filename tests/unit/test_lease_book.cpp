@@ -299,3 +299,18 @@ TEST_CASE(
     CHECK_FALSE(t.check(t.a, 1, "x").forward);
     CHECK(t.metrics_a.lease_permits_expired.get() > 0);
 }
+
+TEST_CASE("leased pipeline: a reload (a new pipeline) ends the old loop's lease") {
+    two_loops t(R"({ "scope": "global", "algorithm": "fixed_window", "sync": { "lease": 10 },
+                     "rules": [{ "limit": 100, "window": "1h" }] })");
+    REQUIRE(t.check(t.a, 1, "x").forward);  // takes 1 + a lease of 10
+    REQUIRE(t.check(t.a, 1, "x").forward);
+    CHECK(t.redis_a.calls == 1);
+    // The runtime a reload builds has a pipeline of its own: it starts without a lease, and the
+    // old lease's 9 unspent permits stay consumed in Redis (never admitted: at most N held).
+    gateway::limiting::pipeline reloaded(*t.cfg, t.pol, t.local, t.metrics_a, &t.redis_a, t.clock);
+    auto o = t.check(reloaded, 1, "x");
+    CHECK(o.forward);
+    CHECK(t.redis_a.calls == 2);
+    CHECK(o.decision.remaining == 100 - 11 - 11 + 10);
+}
