@@ -26,6 +26,9 @@ parser.add_argument("--tls", action="store_true",
                          "keep-alive and one handshake per request (Connection: close)")
 parser.add_argument("--limits", action="store_true",
                     help="also run rategate with a 4-layer chain on Redis and nginx with limit_req zones")
+parser.add_argument("--leases", type=int, default=0, metavar="N",
+                    help="with --limits, also the 4-layer chain with global and route leased N at a time "
+                         "(SPEC 2 sync)")
 args = parser.parse_args()
 
 work = tempfile.mkdtemp(prefix="rategate-bench-")
@@ -93,6 +96,14 @@ if args.limits:
         json.dump(chain, f)
     port = free_port()
     targets["rategate-4-layer"] = (port, rategate("rategate-4-layer", port, path))
+    if args.leases:
+        for name in ("global", "route"):
+            chain["limiters"][name]["sync"] = {"lease": args.leases}
+        leased_path = os.path.join(work, "chain-leased.json")
+        with open(leased_path, "w") as f:
+            json.dump(chain, f)
+        port = free_port()
+        targets["rategate-4-layer-leased"] = (port, rategate("rategate-4-layer-leased", port, leased_path))
     lport = free_port()
     targets["nginx-limit-req"] = (lport, nginx("nginx-limit-req", """upstream backend { server 127.0.0.1:%d; keepalive 64; }
   limit_req_zone $server_name zone=global:1m rate=10000000r/s;

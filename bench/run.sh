@@ -7,7 +7,8 @@
 # nginx-limit-req (the same four keys as local limit_req zones), limits far above the load.
 # With --tls also: nginx-https and rategate-https (same certificate), keep-alive and with one
 # TLS handshake per request (Connection: close).
-# Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS] [--limits] [--tls]
+# With --limits --leases N also rategate-4-layer-leased: global and route leased N at a time.
+# Usage: bench/run.sh [-r ROUNDS] [-d SECONDS] [-c CONNECTIONS] [--limits [--leases N]] [--tls]
 #        bench/run.sh --flood [-r ROUNDS] [-d SECONDS]   (one user flooding two instances:
 #        bench/flood_bench.py, the over-limit cache on and off beside nginx limit_req)
 #        bench/run.sh --cluster [-r ROUNDS] [-d SECONDS]  (the 4-layer chain on one Redis and on

@@ -168,6 +168,9 @@ struct limiter_config {
     int ipv4_prefix = 32;   ///< ip scope: IPv4 clients grouped by this many leading bits
     bool per_route = false;
     bool cache = true;  ///< its rejections may be answered from the over-limit cache
+    /// `"sync": {"lease": N}`: permits each event loop takes from Redis at once (0: every
+    /// decision exact in Redis). token_bucket and fixed_window of scope global or route only.
+    int lease = 0;
 };
 
 enum class redis_error_policy { allow, deny, local };

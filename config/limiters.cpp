@@ -1,6 +1,8 @@
 // SPEC §2 `limiters.NAME`: scope, algorithm, rules and the optional fields.
 #include "config/sections.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -73,6 +75,31 @@ const std::vector<std::pair<const char*, algorithm>>& algorithm_names() {
     return names;
 }
 
+// `"sync": {"lease": N}` (SPEC §2): every error is reported at `path`, the sync object itself.
+void read_sync(const json& j, const std::string& path, checker& c, limiter_config& l) {
+    object_reader o(j, path, c);
+    const json* n = o.get("lease", true);
+    o.finish();
+    if (!n) return;
+    if (l.algo != algorithm::token_bucket && l.algo != algorithm::fixed_window)
+        return c.fail(path, "a lease applies to token_bucket and fixed_window only");
+    if (l.scope != scope_kind::global && l.scope != scope_kind::route)
+        return c.fail(path, "a lease applies to scopes \"global\" and \"route\" only");
+    if (l.shadow) return c.fail(path, "a leased layer cannot be in shadow mode");
+    if (l.delay) return c.fail(path, "a leased layer cannot have a delay");
+    // N may not exceed the smallest burst or limit of the rules: a lease is what one rule can
+    // hold at once.
+    double most = 0;
+    for (std::size_t i = 0; i < l.rules.size(); ++i) {
+        double q = l.algo == algorithm::token_bucket ? l.rules[i].burst
+                                                     : static_cast<double>(l.rules[i].limit);
+        most = i == 0 ? q : std::min(most, q);
+    }
+    if (l.rules.empty() || most < 1) return;  // the rules' own errors say why
+    auto cap = static_cast<std::int64_t>(std::floor(most));
+    if (auto v = read_int(n, path, c, 1, cap)) l.lease = static_cast<int>(*v);
+}
+
 }  // namespace
 
 void read_limiter(const json& j, const std::string& path, checker& c, limiter_config& l) {
@@ -141,6 +168,7 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
             l.per_route = *v;
     }
     if (auto v = read_bool(o.get("cache"), o.path("cache"), c)) l.cache = *v;
+    if (auto* s = o.get("sync")) read_sync(*s, o.path("sync"), c, l);
     o.finish();
 }
 

@@ -22,6 +22,9 @@ class backend {
         chain_decision decision;     ///< when !ec
         decided_state state;         ///< the deciding layer's state of a rejection, if asked for
         double clock_offset_us = 0;  ///< the limiter clock minus the local wall clock (µs)
+        double decided_at_us = 0;    ///< the limiter clock's time of the decision (µs)
+        /// One record per layer that went with a lease ask, chain order (SPEC §2 `sync`).
+        std::vector<lease_grant> grants;
     };
 
     virtual ~backend() = default;
@@ -33,6 +36,10 @@ class backend {
     /// awaitable completes.
     virtual boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
                                                   const clock& at, bool want_state) = 0;
+
+    /// True when layers may go with a lease ask (layer_ref::lease): the store then takes
+    /// leases as decide_chain says and answers their grants. False: every layer is exact.
+    virtual bool leases() const { return false; }
 
     /// True when the store can decide now (/readyz; on_redis_error "local" goes local at once
     /// when it cannot).

@@ -36,6 +36,25 @@ struct decided_state {
     double expiry_us = 0;
 };
 
+/// A leased layer's ask in one decision (SPEC §2 `sync`): `need` of the request's permits must
+/// come from the shared counter now (the rest the loop's lease covers), and, if the layer
+/// admits `need`, up to `want` (>= need) permits are taken from it at once: the request's
+/// `need` and a lease of the rest. `want` > 0 marks the layer as leased.
+struct lease_ask {
+    double need = 0;  ///< permits
+    double want = 0;  ///< permits; 0: an exact layer
+};
+
+/// What a leased layer's ask got (the chain script's lease record): `granted` permits taken
+/// (`need` + the lease; 0 when the layer refused `need`), then the counter's remaining and
+/// reset (µs) after them and the rule these are of.
+struct lease_grant {
+    double granted = 0;
+    double remaining = 0;
+    double reset_us = 0;
+    int rule = 0;
+};
+
 /// What decide_chain wants stored: for each layer, whether to write `next[i]` with `ttl_us[i]`.
 struct chain_writes {
     std::vector<bool> commit;
@@ -44,8 +63,15 @@ struct chain_writes {
 };
 
 /// Decides one request of `cost` at `now_us` over `specs[i]` with current `states[i]`.
+/// `asks` (parallel to `specs`, or null) marks leased layers: such a layer decides `need` in
+/// place of `cost`, takes its grant whatever the other layers decide (the write is committed
+/// even when the request is refused) and is left out of the header fold (the caller adds its
+/// lease); refusing, its remaining is 0. `grants` receives one record per leased layer, chain
+/// order.
 chain_decision decide_chain(const std::vector<const layer_spec*>& specs,
                             const std::vector<const layer_state*>& states, double now_us,
-                            double cost, chain_writes& writes);
+                            double cost, chain_writes& writes,
+                            const std::vector<lease_ask>* asks = nullptr,
+                            std::vector<lease_grant>* grants = nullptr);
 
 }  // namespace rategate::limiters

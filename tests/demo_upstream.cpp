@@ -5,6 +5,8 @@
 //   body /headers?set=K:V        echo, with response header K: V added (repeatable) /eof?n=N N
 //   bytes delimited by closing the connection (no Content-Length)
 // Every echo carries "upstream" (the --name) and "connection" (a per-process connection number).
+// GET /count answers {"requests": N}: every request served before it but /count itself (tests
+// count what a gateway forwarded).
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -26,6 +28,7 @@ namespace {
 
 std::string name_of_instance;
 std::atomic<std::uint64_t> connection_counter{0};
+std::atomic<std::uint64_t> request_counter{0};  // every request but GET /count
 
 struct request_info {
     http::request<http::empty_body> header;
@@ -127,6 +130,7 @@ net::awaitable<void> session(tcp::socket socket) {
         std::string path = url ? std::string(url->path()) : "/";
         bool keep = r.header.keep_alive();
         unsigned version = r.header.version();
+        if (path != "/count") ++request_counter;
         if (path == "/bytes" || path == "/eof") {
             std::uint64_t n = std::strtoull(param(*url, "n", "0").c_str(), nullptr, 10);
             bool ok = co_await send_bytes(s, keep, version, n, param(*url, "chunked") == "1",
@@ -153,7 +157,9 @@ net::awaitable<void> session(tcp::socket socket) {
                     if (colon != std::string::npos)
                         res.insert(p.value.substr(0, colon), p.value.substr(colon + 1));
                 }
-        if (status != 204 && status != 304 && status >= 200)
+        if (path == "/count")
+            res.body() = nlohmann::json{{"requests", request_counter.load()}}.dump();
+        else if (status != 204 && status != 304 && status >= 200)
             res.body() = echo_json(r, connection).dump();
         res.keep_alive(keep);
         res.prepare_payload();

@@ -200,6 +200,14 @@ enum class metric_kind { counter, gauge, histogram };
       "Keys held by the over-limit caches of every event loop.")                                             \
     X(loop, redis_errors, one, counter, counter, "rategate_redis_errors_total", "", true, "redis/errors",     \
       "Limiter calls that failed (timeout, connection, script).")                                            \
+    X(loop, lease_grants, one, counter, counter, "rategate_lease_grants_total", "", true, "",                 \
+      "Calls that added permits to a leased layer's lease (SPEC §2 sync).")                                  \
+    X(loop, lease_permits, one, counter, counter, "rategate_lease_permits_total", "", true, "",               \
+      "Permits taken from Redis into leases.")                                                               \
+    X(loop, lease_permits_expired, one, counter, counter, "rategate_lease_permits_expired_total", "", true,   \
+      "", "Leased permits dropped unspent: expired, or beyond the lease's size.")                          \
+    X(loop, lease_permits_held, one, gauge, gauge, "rategate_lease_permits_held", "", false, "",              \
+      "Unspent leased permits held by every event loop.")                                                    \
     X(loop, redis_commands, one, published_total, counter, "rategate_redis_commands_total", "", false, "",    \
       "Redis commands written.")                                                                             \
     X(loop, redis_writes, one, published_total, counter, "rategate_redis_writes_total", "", false, "",        \

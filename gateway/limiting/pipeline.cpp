@@ -5,6 +5,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "gateway/admin/metrics.hpp"
@@ -60,8 +62,112 @@ bool pipeline::redis_ready() const {
 }
 
 void pipeline::publish(loop_metrics& m) const {
-    m.set_top(top_.snapshot(static_cast<std::int64_t>(clock_.now_us() / 1000)));
+    double now = clock_.now_us();
+    m.set_top(top_.snapshot(static_cast<std::int64_t>(now / 1000)));
     m.cache_entries.store(static_cast<std::int64_t>(cache_.size()), std::memory_order_relaxed);
+    m.lease_permits_held.store(std::llround(leases_.held(now)), std::memory_order_relaxed);
+}
+
+void pipeline::count_leases() {
+    const auto& t = leases_.running_totals();
+    auto whole = [](double v) { return static_cast<std::uint64_t>(std::llround(v)); };
+    metrics_.lease_grants.add(t.grants - leases_counted_.grants);
+    metrics_.lease_permits.add(whole(t.granted) - whole(leases_counted_.granted));
+    metrics_.lease_permits_expired.add(whole(t.expired) - whole(leases_counted_.expired));
+    leases_counted_ = t;
+}
+
+net::awaitable<limiters::backend::answer> pipeline::decide_shared(
+    const std::vector<const limiters::policy::layer*>& layers,
+    const std::vector<limiters::layer_ref>& refs, double cost, bool want_state) {
+    bool leased = false;
+    if (shared_->leases())
+        for (const auto* l : layers)
+            leased = leased || l->limiter->lease > 0;
+    if (!leased) co_return co_await shared_->decide(refs, cost, clock_, want_state);
+
+    // Each leased layer takes what its lease holds; what it lacks (`need`), a top-up when the
+    // lease runs low, and every exact layer go in the call.
+    const std::size_t n = refs.size();
+    double now = clock_.now_us();
+    std::vector<limiters::lease_book::reservation> held(n);
+    std::vector<limiters::layer_ref> sent;
+    std::vector<std::size_t> at;  // chain position of each layer sent
+    bool must_call = false, top_up = false;
+    for (std::size_t i = 0; i < n; ++i) {
+        int lease = layers[i]->limiter->lease;
+        if (lease > 0) {
+            held[i] = leases_.reserve(refs[i].key, lease, cost, now);
+            if (held[i].ask.want <= 0) continue;
+            sent.push_back({refs[i].key, refs[i].spec, held[i].ask});
+            (held[i].ask.need > 0 ? must_call : top_up) = true;
+        } else {
+            sent.push_back(refs[i]);
+            must_call = true;
+        }
+        at.push_back(i);
+    }
+    limiters::backend::answer a;
+    bool called = must_call || (top_up && shared_->ready());
+    if (called) a = co_await shared_->decide(sent, cost, clock_, want_state);
+    now = clock_.now_us();
+    if (called && a.ec && must_call) {
+        // Redis failed a call the request needed: nothing was taken; on_redis_error decides.
+        for (std::size_t i = 0; i < n; ++i)
+            if (int lease = layers[i]->limiter->lease; lease > 0)
+                leases_.settle(refs[i].key, *refs[i].spec, lease, held[i], nullptr, false, now, 0);
+        count_leases();
+        co_return a;
+    }
+    limiters::chain_decision d;  // every leased layer served from its lease: admitted
+    if (called && !a.ec) {
+        // Back to chain positions.
+        d = a.decision;
+        auto pos = [&](int k) {
+            return k >= 0 ? static_cast<int>(at[static_cast<std::size_t>(k)]) : -1;
+        };
+        d.decider = pos(d.decider);
+        d.header_layer = pos(d.header_layer);
+        d.shadow_mask = 0;
+        for (std::size_t k = 0; k < at.size(); ++k)
+            if (a.decision.shadow_mask & (1u << k)) d.shadow_mask |= 1u << at[k];
+    }
+    a.ec = {};  // a failed top-up leaves the request to its lease
+    std::size_t g = 0;
+    for (std::size_t i = 0, k = 0; i < n; ++i) {
+        bool sent_here = k < at.size() && at[k] == i;
+        if (sent_here) ++k;
+        int lease = layers[i]->limiter->lease;
+        if (lease <= 0) continue;
+        const limiters::lease_grant* grant = nullptr;
+        if (sent_here && called && g < a.grants.size()) grant = &a.grants[g++];
+        double expiry = grant ? limiters::lease_book::expiry_of(*refs[i].spec, a.decided_at_us) -
+                                    a.clock_offset_us
+                              : 0;
+        leases_.settle(refs[i].key, *refs[i].spec, lease, held[i], grant, d.allowed, now, expiry);
+    }
+    count_leases();
+    if (d.allowed) {
+        // The header layer: the fewest permits left, first on ties, a leased layer's remaining
+        // being Redis's after its last grant plus this loop's unspent permits.
+        int best = d.header_layer;
+        double best_remaining = best >= 0 ? d.remaining : std::numeric_limits<double>::infinity();
+        for (std::size_t i = 0; i < n; ++i) {
+            if (layers[i]->limiter->lease <= 0) continue;
+            auto s = leases_.standing_of(refs[i].key, now);
+            int here = static_cast<int>(i);
+            if (s.remaining < best_remaining || (s.remaining == best_remaining && here < best)) {
+                best = here;
+                best_remaining = s.remaining;
+                d.remaining = std::floor(s.remaining);
+                d.reset_us = std::ceil(s.reset_us);
+                d.rule = s.rule;
+            }
+        }
+        d.header_layer = best;
+    }
+    a.decision = d;
+    co_return a;
 }
 
 net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters::identity& who,
@@ -128,7 +234,14 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
     // prove is answered here, the way Redis would answer it, while Redis is reachable.
     bool cacheable = shared_ && cache_.capacity() > 0 && max_delay == 0 &&
                      limiters::over_limit_cache::eligible(out.layers);
-    if (cacheable && redis_ready()) {
+    // A leased layer's refusal learned from Redis holds while this loop's lease is empty (the
+    // request then needs its whole cost from Redis); a lease with permits decides first.
+    bool lease_serves = false;
+    for (std::size_t i = 0; i < out.layers.size(); ++i)
+        if (out.layers[i]->limiter->lease > 0 &&
+            leases_.unspent(keys.refs[i].key, clock_.now_us()) > 0)
+            lease_serves = true;
+    if (cacheable && !lease_serves && redis_ready()) {
         // After a reconnect (Redis restarted, failed over) its state may differ from what the
         // cache learned: start over.
         if (auto epoch = shared_->epoch(); epoch != cache_epoch_) {
@@ -147,13 +260,18 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
         }
     }
 
+    bool leased = false;
+    if (shared_ && shared_->leases())
+        for (const auto* l : out.layers)
+            leased = leased || l->limiter->lease > 0;
     double waited = 0;
     for (;;) {
         chain_decision d;
         bool decided = false;
-        if (shared_ &&
-            !(route.on_redis_error == config::redis_error_policy::local && !redis_ready())) {
-            auto a = co_await shared_->decide(keys.refs, cost, clock_, cacheable);
+        // "local" goes local at once while Redis is down, unless a lease may serve the chain.
+        if (shared_ && (leased || !(route.on_redis_error == config::redis_error_policy::local &&
+                                    !redis_ready()))) {
+            auto a = co_await decide_shared(out.layers, keys.refs, cost, cacheable);
             if (!a.ec) {
                 d = a.decision;
                 decided = true;

@@ -2,9 +2,10 @@
 // (limiters/policy.hpp) → the over-limit cache or one backend call (limiters/backend.hpp: Redis
 // in whichever deployment, or in-process) → one outcome (outcome.hpp), applying the route's
 // on_redis_error (allow, deny, or the in-process twin) when Redis fails, and shaping (delay
-// layers). The gateway runs it on the wall clock; `rategate replay` runs the same pipeline on
-// the trace's clock. No socket here: tests/unit/test_pipeline.cpp drives it with a fake
-// backend.
+// layers). Leased layers (SPEC §2 `sync`) are served from this loop's lease book where it can;
+// the rest of the chain, and a lease when one is due, go in the same one call. The gateway runs it
+// on the wall clock; `rategate replay` runs the same pipeline on the trace's clock. No socket here:
+// tests/unit/test_pipeline.cpp drives it with a fake backend.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -19,6 +20,7 @@
 #include "gateway/limiting/outcome.hpp"
 #include "limiters/backend.hpp"
 #include "limiters/clock.hpp"
+#include "limiters/lease_book.hpp"
 #include "limiters/local/local_backend.hpp"
 #include "limiters/local/local_store.hpp"
 #include "limiters/local/over_limit_cache.hpp"
@@ -73,6 +75,14 @@ class pipeline {
   private:
     boost::asio::awaitable<outcome> decide(std::size_t route_index, const limiters::identity& who,
                                            double cost);
+    /// One decision of the shared backend over `refs` (chain order, `layers` parallel): the
+    /// leased layers from the lease book and, where a call is needed, the rest in one call
+    /// (layers the lease serves left out of it). The answer's positions are the chain's.
+    boost::asio::awaitable<limiters::backend::answer> decide_shared(
+        const std::vector<const limiters::policy::layer*>& layers,
+        const std::vector<limiters::layer_ref>& refs, double cost, bool want_state);
+    /// Adds what the lease book counted since the last call to the metrics.
+    void count_leases();
 
     const config::config& cfg_;
     const limiters::policy& policy_;
@@ -82,7 +92,9 @@ class pipeline {
     options opts_;
     double cost_ceiling_ = 0;           ///< the largest cost seen, with costs_beyond_routes
     limiters::over_limit_cache cache_;  ///< exact answers to known rejections, this loop only
-    std::uint64_t cache_epoch_ = 0;     ///< the backend's epoch the cache's entries are from
+    limiters::lease_book leases_;       ///< this loop's leases of shared layers
+    limiters::lease_book::totals leases_counted_;  ///< what count_leases() has added
+    std::uint64_t cache_epoch_ = 0;  ///< the backend's epoch the cache's entries are from
     loop_metrics& metrics_;
     admin::windowed_top top_;  ///< the layer keys this loop limited, per minute (GET /top)
     std::map<std::string, std::size_t> waiting_;  ///< shaped requests held, per layer key

@@ -33,7 +33,8 @@ void local_store::make_room(shard& s, double now) {
         s.map.erase(k);
 }
 
-chain_decision local_store::decide(const std::vector<layer_ref>& layers, double now, double cost) {
+chain_decision local_store::decide(const std::vector<layer_ref>& layers, double now, double cost,
+                                   std::vector<lease_grant>* grants) {
     // Lock every shard involved, in index order.
     std::vector<std::size_t> ids;
     ids.reserve(layers.size());
@@ -60,8 +61,14 @@ chain_decision local_store::decide(const std::vector<layer_ref>& layers, double 
         states.push_back(it != map.end() && it->second.expires_at_us > now ? &it->second.state
                                                                            : &absent);
     }
+    std::vector<lease_ask> asks;
+    for (std::size_t i = 0; i < layers.size(); ++i)
+        if (layers[i].lease.want > 0) {
+            asks.resize(layers.size());
+            asks[i] = layers[i].lease;
+        }
     chain_writes writes;
-    auto d = decide_chain(specs, states, now, cost, writes);
+    auto d = decide_chain(specs, states, now, cost, writes, asks.empty() ? nullptr : &asks, grants);
     for (std::size_t i = 0; i < layers.size(); ++i) {
         if (!writes.commit[i]) continue;
         auto& s = *shards_[ids[i]];

@@ -20,6 +20,7 @@ namespace rategate::limiters {
 struct layer_ref {
     std::string key;
     const layer_spec* spec;
+    lease_ask lease{};  ///< want > 0: a leased layer's ask (SPEC §2 `sync`), else exact
 };
 
 class local_store {
@@ -29,7 +30,10 @@ class local_store {
     explicit local_store(std::size_t max_keys = 1'000'000, std::size_t shards = 64);
 
     /// Decides one request atomically over its chain at `now_us` (the limiter clock, µs).
-    chain_decision decide(const std::vector<layer_ref>& layers, double now_us, double cost);
+    /// Layers with a lease ask decide as decide_chain says; `grants`, if given, receives their
+    /// records (the chain script's twin; the gateway's in-process backend asks for no lease).
+    chain_decision decide(const std::vector<layer_ref>& layers, double now_us, double cost,
+                          std::vector<lease_grant>* grants = nullptr);
 
     /// The stored state of `key` as of `now_us` (nullopt when absent or logically expired);
     /// `expires_at_us`, if given, receives its logical expiry.

@@ -7,15 +7,20 @@
 -- KEYS: every distinct layer key of the batch.
 -- ARGV[1]: now_us ("" = Redis TIME). The other three are packed (struct, native order):
 -- ARGV[2]: doubles, per spec: algorithm, shadow (0/1), delay_us, rule count, 4 numbers per rule.
--- ARGV[3]: doubles, one cost per request.
+-- ARGV[3]: doubles, per request: its cost, then (need, want) per leased layer, chain order.
 -- ARGV[4]: uint16, per request: layer count, then (key index, spec index) per layer (1-based).
 -- A layer count with 0x8000 added asks for the deciding layer's state if the request is
--- rejected (decider_state below).
+-- rejected (decider_state below); a spec index with 0x4000 added marks a leased layer (SPEC §2
+-- `sync`): it decides `need` permits in place of the cost and, admitting them, takes up to
+-- `want` at once (the request's need and a lease of the rest, whole permits), kept whatever
+-- the other layers decide; it stays out of the header fold (the gateway adds its lease) and
+-- its remaining is 0 when it refuses.
 -- Returns one record per request: 11 packed doubles (the client truncates the first nine to
 --       integers): allowed, deciding layer (0-based, -1 none; the rejecting layer with the
 --       longest retry, first on ties), wait_us, retry_us, header layer (0-based, -1 none),
 --       remaining, reset_us, rule, shadow mask, the script's now_us, and n; then n doubles of
---       the deciding layer's state when it was asked for.
+--       the deciding layer's state when it was asked for; then 4 doubles per leased layer,
+--       chain order: permits granted (0: it refused its need), remaining, reset_us, rule.
 --
 -- State strings are packed doubles: the rules' state, then the key's physical expiry on the
 -- Redis clock (µs) and its logical expiry on the limiter clock. A write keeps the key's TTL
@@ -72,8 +77,17 @@ do
   end
 end
 local costs = unpack_all('d', 8, ARGV[3])
-local nreq = #ARGV[3] / 8
 local lay = unpack_all('H', 2, ARGV[4])
+local nreq = 0  -- one layer count per request
+do
+  local i, n = 1, #ARGV[4] / 2
+  while i <= n do
+    local nl = lay[i]
+    if nl >= 0x8000 then nl = nl - 0x8000 end
+    nreq = nreq + 1
+    i = i + 1 + 2 * nl
+  end
+end
 
 -- SHAPE[ki]: 0 for a key holding a log, else how many numbers its state string has.
 local SHAPE = {}
@@ -83,7 +97,9 @@ do
     local nl = lay[i]
     if nl >= 0x8000 then nl = nl - 0x8000 end
     for l = 1, nl do
-      local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
+      local si = lay[i + 2 * l]
+      if si >= 0x4000 then si = si - 0x4000 end
+      local ki, spec = lay[i + 2 * l - 1], specs[si]
       if spec.algo == 2 then SHAPE[ki] = 0 else SHAPE[ki] = spec.total + 2 end
     end
     i = i + 1 + 2 * nl
@@ -218,9 +234,11 @@ local function decider_state(spec, ki, now)
   return pack('dd', 0, expiry) .. pack(f, unpack(st, 1, total))
 end
 
-local i = 1
+local i, ci = 1, 1
 for r = 1, nreq do
-  local cost, nl = costs[r], lay[i]
+  local cost, nl = costs[ci], lay[i]
+  ci = ci + 1
+  local grants = ''
   local want_state = nl >= 0x8000
   if want_state then nl = nl - 0x8000 end
   -- One pass decides every layer and folds as it goes: the most restrictive rejecting
@@ -231,9 +249,33 @@ for r = 1, nreq do
   local dm, ds, du = 0, 0, 0  -- the decider's remaining, reset, rule
   local header, best, bm, bs, bu = -1, huge, 0, 0, 0
   for l = 1, nl do
-    local ki, spec = lay[i + 2 * l - 1], specs[lay[i + 2 * l]]
+    local ki, si = lay[i + 2 * l - 1], lay[i + 2 * l]
+    local leased = si >= 0x4000
+    if leased then si = si - 0x4000 end
+    local spec = specs[si]
     local a, res, w, rt, rem, rs, ru
-    if spec.algo == 2 then
+    if leased then
+      -- Twin of the leased branch of decide_chain (limiters/chain.cpp).
+      local need, want = costs[ci], costs[ci + 1]
+      ci = ci + 2
+      a, res, w, rt, rem, rs, ru = eval_plain(spec, ki, need, l)
+      if a then
+        local g = need + min(want - need, rem)
+        local _, gm, gs, gu
+        _, _, _, _, gm, gs, gu = eval_plain(spec, ki, g, l)
+        -- Taken now, whatever the other layers decide: the scratch becomes the key's state.
+        local old = S[ki]
+        S[ki] = SCR[l]
+        SCR[l] = old or nil
+        if not DT[ki] then dirty[#dirty + 1] = ki end
+        DT[ki] = VL[l]
+        grants = grants .. pack('dddd', g, gm, gs, gu)
+      else
+        rem = 0
+        grants = grants .. pack('dddd', 0, 0, rs, ru)
+      end
+      VA[l], VK[l], VP[l] = false, ki, spec  -- nothing more to commit for it below
+    elseif spec.algo == 2 then
       local t
       a, w, rt, rem, rs, ru, t = log_eval(spec, LOG[ki], now, cost)
       res = false
@@ -242,7 +284,7 @@ for r = 1, nreq do
     else
       a, res, w, rt, rem, rs, ru = eval_plain(spec, ki, cost, l)
     end
-    VA[l], VK[l], VP[l] = a, ki, spec
+    if not leased then VA[l], VK[l], VP[l] = a, ki, spec end
     if spec.shadow then
       if not a then shadow_mask = shadow_mask + 2 ^ (l - 1) end
     else
@@ -259,7 +301,7 @@ for r = 1, nreq do
       elseif res then
         if w > rwait then rwait = w end
       end
-      if rem < best then
+      if rem < best and not leased then
         best, header, bm, bs, bu = rem, l - 1, rem, rs, ru
       end
     end
@@ -290,11 +332,13 @@ for r = 1, nreq do
   end
   local extra = ''
   if want_state and not allowed then
-    local ki, spec = lay[i + 2 * decider + 1], specs[lay[i + 2 * decider + 2]]
+    local si = lay[i + 2 * decider + 2]
+    if si >= 0x4000 then si = si - 0x4000 end
+    local ki, spec = lay[i + 2 * decider + 1], specs[si]
     extra = decider_state(spec, ki, now)
   end
   result[r] = pack('ddddddddddd', allowed and 1 or 0, decider, wait, retry, header, rem, rs, ru, shadow_mask,
-                   now, #extra / 8) .. extra
+                   now, #extra / 8) .. extra .. grants
   i = i + 1 + 2 * nl
 end
 

@@ -72,7 +72,12 @@ chain_batch encode_batch(
                 ++s;
             if (s == specs.size()) specs.push_back(l.spec);
             put_u16(layers, k + 1);
-            put_u16(layers, s + 1);
+            bool leased = l.lease.want > 0;
+            put_u16(layers, s + 1 + (leased ? 0x4000 : 0));
+            if (leased) {
+                put_double(costs, l.lease.need);
+                put_double(costs, l.lease.want);
+            }
         }
     }
     for (const auto* s : specs) {
@@ -97,11 +102,12 @@ double reply_number(double v) {
 }
 
 bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
-                  std::vector<decided_state>* states, double* now_us) {
+                  std::vector<decided_state>* states, double* now_us,
+                  const std::vector<std::size_t>* leased, std::vector<lease_grant>* grants) {
     constexpr std::size_t head = 11 * sizeof(double);
     if (r.type != redis::reply::kind::string) return false;
     const std::string& s = r.str;
-    std::size_t i = 0;
+    std::size_t i = 0, request = 0;
     while (i < s.size()) {
         if (s.size() - i < head) return false;
         double v[11];
@@ -152,6 +158,17 @@ bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
             states->push_back(std::move(ds));
         }
         i += n * sizeof(double);
+        // The lease records: granted, remaining, reset, rule.
+        std::size_t records = leased && request < leased->size() ? (*leased)[request] : 0;
+        ++request;
+        if (records > (s.size() - i) / (4 * sizeof(double))) return false;
+        for (std::size_t k = 0; k < records; ++k) {
+            double g[4];
+            std::memcpy(g, s.data() + i, sizeof g);
+            i += sizeof g;
+            if (!(g[0] >= 0 && g[1] >= 0 && g[3] >= 0 && g[3] <= 0x7fff)) return false;
+            if (grants) grants->push_back({g[0], g[1], g[2], static_cast<int>(g[3])});
+        }
     }
     return true;
 }

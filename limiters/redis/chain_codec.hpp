@@ -17,7 +17,8 @@ namespace rategate::limiters {
 /// `now_us` < 0 means "use Redis TIME" (clock "redis"). ARGV is the time and three packed
 /// binary strings (specs, costs, layers; layout in limiters/lua/90_chain.lua). Where
 /// `want_state` (parallel to `requests`, may be null) is true, the reply carries the deciding
-/// layer's state if that request is rejected (for the over-limit cache).
+/// layer's state if that request is rejected (for the over-limit cache). A layer_ref with a
+/// lease ask (`lease.want` > 0) goes as a leased layer (SPEC §2 `sync`).
 struct chain_batch {
     std::vector<std::string_view> keys;  ///< views of the requests' layer keys: keep them alive
     std::vector<std::string> args;
@@ -32,10 +33,14 @@ chain_batch encode_batch(
 double reply_number(double v);
 
 /// Decodes the script's reply (per request: nine numbers truncated to integers as an integer
-/// reply would be, the script's clock, then the deciding layer's state if asked for). `states`
-/// and `now_us` (the script's clock, µs), if given, receive those. Returns false on a
-/// malformed reply.
+/// reply would be, the script's clock, then the deciding layer's state if asked for, then one
+/// lease record per leased layer). `states` and `now_us` (the script's clock, µs), if given,
+/// receive those. `leased` (per request: how many leased layers it sent; null: none) says
+/// where the lease records are; `grants`, if given, receives them, every request's in order.
+/// Returns false on a malformed reply.
 bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
-                  std::vector<decided_state>* states = nullptr, double* now_us = nullptr);
+                  std::vector<decided_state>* states = nullptr, double* now_us = nullptr,
+                  const std::vector<std::size_t>* leased = nullptr,
+                  std::vector<lease_grant>* grants = nullptr);
 
 }  // namespace rategate::limiters

@@ -50,10 +50,13 @@ struct redis_backend::impl {
     net::awaitable<void> send(std::vector<pending*> chunk) {
         std::vector<std::pair<const std::vector<layer_ref>*, double>> reqs;
         std::vector<bool> want(chunk.size());
+        std::vector<std::size_t> leased(chunk.size(), 0);  // lease records per request
         reqs.reserve(chunk.size());
         for (std::size_t i = 0; i < chunk.size(); ++i) {
             reqs.push_back({chunk[i]->refs, chunk[i]->cost});
             want[i] = chunk[i]->want_state;
+            for (const auto& l : *chunk[i]->refs)
+                if (l.lease.want > 0) ++leased[i];
         }
         auto batch = encode_batch(reqs, redis_clock ? -1 : chunk[0]->at->now_us(), &want);
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
@@ -66,21 +69,27 @@ struct redis_backend::impl {
         double received = chunk[0]->at->now_us();
         std::vector<chain_decision> decisions;
         std::vector<decided_state> states;
+        std::vector<lease_grant> grants;
         double script_now = 0;
         std::error_code ec = r.ec;
-        if (!ec && (r.value.is_error() || !decode_batch(r.value, decisions, &states, &script_now) ||
+        if (!ec && (r.value.is_error() ||
+                    !decode_batch(r.value, decisions, &states, &script_now, &leased, &grants) ||
                     decisions.size() != chunk.size())) {
             if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
             ec = make_error_code(redis::client_error::protocol_error);
         }
         if (observer) observer(chunk.size(), latency, static_cast<bool>(ec));
-        for (std::size_t i = 0; i < chunk.size(); ++i) {
+        for (std::size_t i = 0, g = 0; i < chunk.size(); ++i) {
             auto& a = chunk[i]->result;
             a.ec = ec;
             if (ec) continue;
             a.decision = decisions[i];
             a.state = std::move(states[i]);
             a.clock_offset_us = redis_clock ? script_now - received : 0;
+            a.decided_at_us = script_now;
+            a.grants.assign(grants.begin() + static_cast<std::ptrdiff_t>(g),
+                            grants.begin() + static_cast<std::ptrdiff_t>(g + leased[i]));
+            g += leased[i];
         }
         // Resume the waiters from a fresh handler each, not inside this loop.
         for (auto* p : chunk)

@@ -36,6 +36,8 @@ class redis_backend final : public backend {
 
     boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
                                           const clock& at, bool want_state) override;
+    /// Leased layers go in the chain call as asks (SPEC §2 `sync`).
+    bool leases() const override { return true; }
     /// True while any of the loop's connections is up.
     bool ready() const override;
     /// The sum of the connections' generations: changes on every reconnect.

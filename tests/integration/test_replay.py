@@ -120,6 +120,42 @@ class Replay(ReplayCase):
         self.assertNotEqual(redis.cli("DBSIZE"), "0")
 
 
+    def test_redis_backend_with_a_leased_layer_stays_within_n_of_local(self):
+        # SPEC §2 `sync`: over the whole trace a leased layer admits at most N more than the
+        # exact limiter (replay runs one event loop); per-user layers stay exact.
+        redis = self.track(RedisServer())
+        n = 8
+        config = {
+            "listen": "127.0.0.1:1",
+            "upstreams": {"u": {"targets": ["127.0.0.1:9"]}},
+            "identity": {"user": {"header": "X-User-Id"}},
+            "redis": {"url": "redis://127.0.0.1:%d/0" % redis.port, "key_prefix": "lease:"},
+            "limiters": {
+                "global": {"scope": "global", "algorithm": "token_bucket", "sync": {"lease": n},
+                           "rules": [{"rate": 40, "period": "1s", "burst": 30}]},
+                "user": {"scope": "user", "algorithm": "fixed_window", "rules": [{"limit": 5, "window": "1s"}]},
+            },
+            "routes": [{"name": "orders", "match": {"path_prefix": "/"}, "upstream": "u",
+                        "limiters": ["global", "user"]}],
+        }
+        rnd = random.Random(11)
+        t, lines = 1_700_000_000_000.0, []
+        for _ in range(4000):
+            t += rnd.choice([0, 1, 5, 20, 60])
+            lines.append({"t_ms": t, "route": "orders", "user": "u%d" % rnd.randrange(20), "ip": "10.0.0.1"})
+        local = self.replay(config, lines, "local")
+        remote = self.replay(config, lines, "redis")
+        self.assertEqual(local.returncode, 0, local.stderr)
+        self.assertEqual(remote.returncode, 0, remote.stderr)
+        exact = sum(1 for l in local.stdout.splitlines()[:-1] if '"allowed":true' in l)
+        leased = sum(1 for l in remote.stdout.splitlines()[:-1] if '"allowed":true' in l)
+        print("replay: %d admitted exact, %d with a lease of %d" % (exact, leased, n))
+        self.assertGreater(exact, 500)
+        self.assertLess(exact, 3500)
+        self.assertLessEqual(leased, exact + n)
+        self.assertGreaterEqual(leased, exact - 4 * n)
+
+
 # Floods over every algorithm, in chains the over-limit cache may answer (no shadow or delay
 # layer); routes with different costs share limiters.
 CACHE_CONFIG = {

@@ -68,6 +68,26 @@ struct redis_fixture {
     chain_decision decide(const std::vector<layer_ref>& layers, double now, double cost) {
         return decide({{&layers, cost}}, now).at(0);
     }
+    // A batch whose chains may hold leased layers: the decisions and every lease record.
+    std::vector<chain_decision> decide_leased(
+        const std::vector<std::pair<const std::vector<layer_ref>*, double>>& reqs, double now,
+        std::vector<lease_grant>& grants) {
+        auto batch = encode_batch(reqs, now);
+        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
+        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        auto r = run(ioc, conn.eval(0, keys, args));
+        REQUIRE_FALSE(r.ec);
+        if (r.value.is_error()) FAIL("script error: " << r.value.str);
+        std::vector<std::size_t> leased;
+        for (const auto& [chain, cost] : reqs) {
+            leased.push_back(0);
+            for (const auto& l : *chain)
+                leased.back() += l.lease.want > 0;
+        }
+        std::vector<chain_decision> out;
+        REQUIRE(decode_batch(r.value, out, nullptr, nullptr, &leased, &grants));
+        return out;
+    }
 };
 
 // The twin's decision as the script reports it (integers, truncated like Redis does).
@@ -170,6 +190,135 @@ TEST_CASE("parity: one call deciding a batch equals the same requests decided on
                                                              << "\n  Lua: " << describe(got[i]));
         }
     }
+}
+
+TEST_CASE(
+    "parity: leased layers take the same grants and give the same decisions in Lua and "
+    "C++ (random asks, batches of up to 8)") {
+    // SPEC §2 `sync`: a leased layer decides its `need` and takes up to `want` at once, kept
+    // whatever the exact layers decide. Twins: the leased branches of decide_chain and
+    // limiters/lua/90_chain.lua.
+    redis_fixture redis;
+    layer_spec global{
+        algorithm::token_bucket, {{37, 1 * s, 40, 0}, {200, 60 * s, 90, 0}}, false, 0};
+    layer_spec route{algorithm::fixed_window, {{25, 1 * s, 0, 0}, {120, 10 * s, 0, 0}}, false, 0};
+    layer_spec user{algorithm::token_bucket, {{2, 1 * s, 4, 0}}, false, 0};
+    layer_spec ip{algorithm::sliding_window_log, {{6, 2 * s, 0, 0}}, false, 0};
+    local_store twin;
+    std::mt19937_64 rng(2020);
+    double now = epoch + static_cast<double>(rng() % 1'000'000'000);
+    int mismatches = 0, allowed = 0, granted = 0, refused_with_grant = 0;
+    for (int round = 0; round < 1500; ++round) {
+        auto pick = rng() % 100;
+        if (pick < 50)
+            now += static_cast<double>(rng() % 40'000);
+        else if (pick < 90)
+            now += static_cast<double>(rng() % 900'000);
+        else
+            now -= static_cast<double>(rng() % 100'000);  // the clock steps back
+        // Up to 8 requests in one call; each chain has its own copy (asks differ per request).
+        std::vector<std::vector<layer_ref>> chains(1 + rng() % 8);
+        std::vector<std::pair<const std::vector<layer_ref>*, double>> batch;
+        for (auto& c : chains) {
+            double cost = static_cast<double>(1 + rng() % 3);
+            auto ask = [&]() -> lease_ask {
+                if (rng() % 4 == 0) return {};  // exact this time
+                double need = static_cast<double>(rng() % 4) * (rng() % 3 == 0 ? 0 : 1);
+                return {need, need + static_cast<double>(rng() % 30)};
+            };
+            c.push_back({"l:global", &global, ask()});
+            if (rng() % 2) c.push_back({"l:route", &route, ask()});
+            c.push_back({"l:u" + std::to_string(rng() % 5), &user});
+            if (rng() % 3 == 0) c.push_back({"l:ip" + std::to_string(rng() % 3), &ip});
+            // An ask with want > 0 but need == want == 0 is not an ask: keep want > need or 0.
+            for (auto& l : c)
+                if (l.lease.want == 0) l.lease = {};
+            batch.push_back({&c, cost});
+        }
+        std::vector<lease_grant> got_grants;
+        auto got = redis.decide_leased(batch, now, got_grants);
+        REQUIRE(got.size() == batch.size());
+        std::vector<lease_grant> expected_grants;
+        for (std::size_t i = 0; i < batch.size(); ++i) {
+            auto expected =
+                as_reported(twin.decide(*batch[i].first, now, batch[i].second, &expected_grants));
+            allowed += got[i].allowed;
+            if (!same(expected, got[i]) && ++mismatches <= 5)
+                FAIL_CHECK("round " << round << " request " << i << "\n  C++: "
+                                    << describe(expected) << "\n  Lua: " << describe(got[i]));
+        }
+        REQUIRE(got_grants.size() == expected_grants.size());
+        std::size_t g = 0;
+        for (std::size_t i = 0; i < batch.size(); ++i)
+            for (const auto& l : *batch[i].first) {
+                if (l.lease.want <= 0) continue;
+                const auto &e = expected_grants[g], &a = got_grants[g];
+                ++g;
+                granted += a.granted > 0;
+                if (a.granted > l.lease.need && !got[i].allowed) ++refused_with_grant;
+                if ((e.granted != a.granted || e.remaining != a.remaining ||
+                     e.reset_us != a.reset_us || e.rule != a.rule) &&
+                    ++mismatches <= 5)
+                    FAIL_CHECK("round " << round << " request " << i << " " << l.key
+                                        << ": C++ grant " << e.granted << " rem " << e.remaining
+                                        << " reset " << e.reset_us << " rule " << e.rule
+                                        << "; Lua grant " << a.granted << " rem " << a.remaining
+                                        << " reset " << a.reset_us << " rule " << a.rule);
+                // A grant covers the need and never exceeds the ask.
+                CHECK((a.granted == 0 || (a.granted >= l.lease.need && a.granted <= l.lease.want)));
+            }
+    }
+    CHECK(mismatches == 0);
+    MESSAGE("leased parity: " << allowed << " allowed, " << granted << " grants, "
+                              << refused_with_grant << " kept by requests an exact layer refused");
+    CHECK(allowed > 300);
+    CHECK(granted > 300);
+    CHECK(refused_with_grant > 10);
+}
+
+TEST_CASE(
+    "leased layer on Redis: a request an exact layer refuses keeps the lease taken in its "
+    "call and consumes nothing else; a lease never takes more than the counter has") {
+    redis_fixture redis;
+    layer_spec global{algorithm::fixed_window, {{10, 60 * s, 0, 0}}, false, 0};
+    layer_spec user{algorithm::fixed_window, {{1, 60 * s, 0, 0}}, false, 0};
+    double now = epoch;
+    std::vector<layer_ref> first{{"k:g", &global, {1, 4}}, {"k:u", &user}};
+    std::vector<lease_grant> grants;
+    auto d = redis.decide_leased({{&first, 1}}, now, grants);
+    REQUIRE(grants.size() == 1);
+    CHECK(d[0].allowed);
+    CHECK(grants[0].granted == 4);
+    CHECK(grants[0].remaining == 6);
+    // The user is over its limit: refused by the exact layer, the grant of 4 is still taken.
+    grants.clear();
+    d = redis.decide_leased({{&first, 1}}, now, grants);
+    CHECK_FALSE(d[0].allowed);
+    CHECK(d[0].decider == 1);
+    CHECK(grants.at(0).granted == 4);
+    CHECK(grants[0].remaining == 2);
+    auto user_state = redis.server.cli("GET k:u");
+    // A lease asks for 5 with a need of 1: only the 2 left are granted; then the need of 1
+    // cannot be met: the leased layer refuses with remaining 0 and takes nothing.
+    std::vector<layer_ref> other{{"k:g", &global, {1, 5}}, {"k:v", &user}};
+    grants.clear();
+    d = redis.decide_leased({{&other, 1}}, now, grants);
+    CHECK(d[0].allowed);
+    CHECK(grants.at(0).granted == 2);
+    grants.clear();
+    d = redis.decide_leased({{&other, 1}}, now, grants);
+    CHECK_FALSE(d[0].allowed);
+    CHECK(d[0].decider == 0);
+    CHECK(d[0].remaining == 0);
+    CHECK(d[0].retry_us > 0);
+    CHECK(grants.at(0).granted == 0);
+    CHECK(redis.server.cli("GET k:u") == user_state);
+    // A renewal alone (need 0) on an empty counter admits and takes nothing.
+    std::vector<layer_ref> renew{{"k:g", &global, {0, 3}}};
+    grants.clear();
+    d = redis.decide_leased({{&renew, 1}}, now, grants);
+    CHECK(d[0].allowed);
+    CHECK(grants.at(0).granted == 0);
 }
 
 TEST_CASE("chain rule on Redis: a rejection by the last layer leaves every earlier key unchanged") {

@@ -182,6 +182,61 @@ TEST_CASE("limiter fields are validated per algorithm") {
             .find("limiters.l.rules[0].buckets: window must divide") != std::string::npos);
 }
 
+TEST_CASE(
+    "a lease is refused at limiters.NAME.sync outside token_bucket and fixed_window of "
+    "scope global or route, and above the smallest burst or limit") {
+    auto lim = [](const std::string& body) {
+        return errors_of(with(R"("limiters": { "l": )" + body + "}"));
+    };
+    const std::string tb =
+        R"("algorithm": "token_bucket", "rules": [{ "rate": 5, "period": "1s", "burst": 20 }, { "rate": 50, "period": "1m", "burst": 8.5 }])";
+    const std::string fw =
+        R"("algorithm": "fixed_window", "rules": [{ "limit": 30, "window": "1s" }])";
+    // Accepted: token bucket and fixed window, global and route, 1 ≤ N ≤ smallest burst/limit.
+    CHECK(lim(R"({ "scope": "global", )" + tb + R"(, "sync": { "lease": 8 } })") == "");
+    CHECK(lim(R"({ "scope": "route", )" + fw + R"(, "sync": { "lease": 30 } })") == "");
+    CHECK(lim(R"({ "scope": "global", )" + fw + R"(, "sync": { "lease": 1 } })") == "");
+    struct bad {
+        std::string body, error;
+    };
+    const bad cases[] = {
+        {R"({ "scope": "global", )" + tb + R"(, "sync": { "lease": 9 } })",
+         "limiters.l.sync: must be between 1 and 8, got 9"},
+        {R"({ "scope": "route", )" + fw + R"(, "sync": { "lease": 31 } })",
+         "limiters.l.sync: must be between 1 and 30, got 31"},
+        {R"({ "scope": "global", )" + fw + R"(, "sync": { "lease": 0 } })",
+         "limiters.l.sync: must be between 1 and 30, got 0"},
+        {R"({ "scope": "global", )" + fw + R"(, "sync": { "lease": 2.5 } })", "limiters.l.sync: "},
+        {R"({ "scope": "global", )" + fw + R"(, "sync": { "lease": "10" } })", "limiters.l.sync: "},
+        {R"({ "scope": "user", )" + fw + R"(, "sync": { "lease": 5 } })",
+         "limiters.l.sync: a lease applies to scopes \"global\" and \"route\" only"},
+        {R"({ "scope": "ip", )" + tb + R"(, "sync": { "lease": 5 } })",
+         "limiters.l.sync: a lease applies to scopes \"global\" and \"route\" only"},
+        {R"({ "scope": "header:X-Key", )" + tb + R"(, "sync": { "lease": 5 } })",
+         "limiters.l.sync: a lease applies to scopes \"global\" and \"route\" only"},
+        {R"({ "scope": "global", "algorithm": "gcra", "rules": [{ "rate": 5, "period": "1s", "burst": 20 }], "sync": { "lease": 5 } })",
+         "limiters.l.sync: a lease applies to token_bucket and fixed_window only"},
+        {R"({ "scope": "global", "algorithm": "sliding_window_log", "rules": [{ "limit": 5, "window": "1s" }], "sync": { "lease": 5 } })",
+         "limiters.l.sync: a lease applies to token_bucket and fixed_window only"},
+        {R"({ "scope": "global", )" + tb + R"(, "mode": "shadow", "sync": { "lease": 5 } })",
+         "limiters.l.sync: a leased layer cannot be in shadow mode"},
+        {R"({ "scope": "global", )" + tb + R"(, "delay": "1s", "sync": { "lease": 5 } })",
+         "limiters.l.sync: a leased layer cannot have a delay"},
+        {R"({ "scope": "global", )" + tb + R"(, "sync": { } })",
+         "limiters.l.sync.lease: is required"},
+        {R"({ "scope": "global", )" + tb + R"(, "sync": { "lease": 5, "ttl": 3 } })",
+         "limiters.l.sync.ttl: unknown key"},
+        {R"({ "scope": "global", )" + tb + R"(, "sync": 5 })",
+         "limiters.l.sync: expected an object"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.body);
+        auto e = lim(c.body);
+        CHECK(e.find("f.json: " + c.error) == 0);
+        CHECK(std::count(e.begin(), e.end(), '\n') == 1);  // that error and no other
+    }
+}
+
 TEST_CASE("every rule field without a default is required, for every algorithm") {
     // SPEC §2 "Required fields": all missing fields of all rules in one run, each with its path.
     auto e = errors_of(with(R"("limiters": {

@@ -224,3 +224,40 @@ TEST_CASE("key shapes: a layer that reserves (enforced, with a delay) has keys o
     CHECK(key_of(R"(, "delay": "500ms", "mode": "shadow")") == plain);  // shadow never reserves
     CHECK(key_of(R"(, "mode": "shadow")") == plain);
 }
+
+TEST_CASE("key shapes: a lease, or a change of only its size N, keeps the counter's key") {
+    // SPEC §2 `sync`: changing only N is not a rule change (the counter is kept).
+    auto key_of = [](const char* scope, const char* algo, const char* extra) {
+        auto cfg = rategate::config::parse_config(std::string(R"({
+          "listen": "127.0.0.1:8080",
+          "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+          "limiters": { "g": { "scope": ")") + scope + R"(", )" +
+                                                      algo + extra + R"( } },
+          "routes": [ { "name": "r", "match": { "path": "/" }, "upstream": "u", "limiters": ["g"] } ]
+        })",
+                                                  "k.json");
+        policy pol(*cfg);
+        policy::request_keys keys;
+        pol.keys_for(0, identity{}, keys);
+        REQUIRE(keys.refs.size() == 1);
+        return keys.refs[0].key;
+    };
+    const char* tb =
+        R"("algorithm": "token_bucket", "rules": [{ "rate": 5, "period": "1s", "burst": 10 }])";
+    const char* fw = R"("algorithm": "fixed_window", "rules": [{ "limit": 50, "window": "1s" }])";
+    for (const char* scope : {"global", "route"}) {
+        CAPTURE(scope);
+        CHECK(key_of(scope, tb, "") == key_of(scope, tb, R"(, "sync": { "lease": 4 })"));
+        CHECK(key_of(scope, tb, R"(, "sync": { "lease": 4 })") ==
+              key_of(scope, tb, R"(, "sync": { "lease": 10 })"));
+        CHECK(key_of(scope, fw, R"(, "sync": { "lease": 1 })") ==
+              key_of(scope, fw, R"(, "sync": { "lease": 50 })"));
+    }
+    // A rule change still gives new keys.
+    CHECK(
+        key_of("global", tb, R"(, "sync": { "lease": 4 })") !=
+        key_of(
+            "global",
+            R"("algorithm": "token_bucket", "rules": [{ "rate": 6, "period": "1s", "burst": 10 }])",
+            R"(, "sync": { "lease": 4 })"));
+}

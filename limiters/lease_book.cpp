@@ -1,0 +1,102 @@
+#include "limiters/lease_book.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rategate::limiters {
+
+double lease_book::expiry_of(const layer_spec& spec, double decided_at) {
+    double end = std::numeric_limits<double>::infinity();
+    for (const auto& p : spec.rules) {
+        if (spec.algo == config::algorithm::fixed_window) {
+            // p = limit, window (µs): the window of `decided_at`, aligned to the epoch.
+            end = std::min(end, std::floor(decided_at / p[1]) * p[1] + p[1]);
+        } else {
+            // p = rate, period (µs), burst: the time the bucket takes to fill.
+            end = std::min(end, decided_at + p[2] * p[1] / p[0]);
+        }
+    }
+    return end;
+}
+
+void lease_book::expire(entry& e, double now) {
+    if (now < e.expiry_us) return;
+    totals_.expired += e.permits;
+    e.permits = 0;
+    ++e.generation;
+    e.expiry_us = std::numeric_limits<double>::infinity();  // until the next grant sets it
+}
+
+lease_book::reservation lease_book::reserve(const std::string& key, int lease, double cost,
+                                            double now) {
+    auto& e = entries_[key];
+    expire(e, now);
+    reservation r;
+    r.generation = e.generation;
+    r.taken = std::min(cost, e.permits);
+    e.permits -= r.taken;
+    r.ask.need = cost - r.taken;
+    double n = lease;
+    // Renewed before it runs dry: one top-up in flight per key at a time.
+    if (e.asked == 0 && (r.ask.need > 0 || e.permits <= n / 4))
+        r.top_up = std::max(0.0, n - e.permits);
+    e.asked += r.top_up;
+    r.ask.want = r.ask.need + r.top_up;
+    return r;
+}
+
+void lease_book::settle(const std::string& key, const layer_spec& spec, int lease,
+                        const reservation& r, const lease_grant* grant, bool admitted, double now,
+                        double expiry) {
+    auto& e = entries_[key];
+    e.asked = std::max(0.0, e.asked - r.top_up);
+    expire(e, now);
+    if (!admitted) {
+        // The request consumed nothing: what it took goes back, unless that lease expired.
+        if (r.generation == e.generation)
+            e.permits += r.taken;
+        else
+            totals_.expired += r.taken;
+    }
+    if (!grant) return;
+    e.remaining = grant->remaining;
+    e.reset_at_us = now + grant->reset_us;
+    e.rule = grant->rule;
+    // The request's need came out of the grant when it was admitted; the rest is the lease's.
+    double add = grant->granted - (admitted ? r.ask.need : 0);
+    if (add <= 0) return;
+    ++totals_.grants;
+    totals_.granted += add;
+    bool live = e.expiry_us != std::numeric_limits<double>::infinity();
+    if (spec.algo == config::algorithm::fixed_window && live && e.permits > 0)
+        e.expiry_us = std::min(e.expiry_us, expiry);  // permits never cross into a later window
+    else
+        e.expiry_us = expiry;
+    e.permits += add;
+    if (e.permits > lease) {
+        totals_.expired += e.permits - lease;
+        e.permits = lease;
+    }
+}
+
+lease_book::standing lease_book::standing_of(const std::string& key, double now) const {
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return {};
+    const auto& e = it->second;
+    double permits = now < e.expiry_us ? e.permits : 0;
+    return {e.remaining + permits, std::max(0.0, e.reset_at_us - now), e.rule};
+}
+
+double lease_book::unspent(const std::string& key, double now) const {
+    auto it = entries_.find(key);
+    return it != entries_.end() && now < it->second.expiry_us ? it->second.permits : 0;
+}
+
+double lease_book::held(double now) const {
+    double sum = 0;
+    for (const auto& [key, e] : entries_)
+        if (now < e.expiry_us) sum += e.permits;
+    return sum;
+}
+
+}  // namespace rategate::limiters

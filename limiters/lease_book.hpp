@@ -1,0 +1,87 @@
+// One event loop's leases of shared layers (SPEC §2 `sync`): per leased layer key, the permits
+// this loop took from the shared counter in Redis and has not spent yet, until they expire.
+// One book per event loop (gateway/limiting/pipeline.hpp), so no locks; a reload builds a new
+// pipeline and so ends every lease. Sans-I/O: the pipeline asks reserve() what a request's
+// call must ask of Redis for a leased layer and tells settle() what came back.
+//
+// Bounds kept here: a key's unspent permits plus the top-up asked in flight never exceed N (a
+// grant beyond it is dropped), and permits are used only before their expiry: `burst / rate`
+// after the grant (token_bucket), the end of the window they were counted in (fixed_window).
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+#include "limiters/chain.hpp"
+
+namespace rategate::limiters {
+
+class lease_book {
+  public:
+    /// What one leased layer of one request took from the lease and asks of Redis.
+    struct reservation {
+        double taken = 0;   ///< permits of the request's cost served by the lease
+        lease_ask ask;      ///< for the call (want 0: nothing to ask, the lease serves it all)
+        double top_up = 0;  ///< want - need: permits asked for the lease itself
+        std::uint64_t generation = 0;
+    };
+    /// Running totals of this book (for the metrics).
+    struct totals {
+        std::uint64_t grants = 0;  ///< calls that added permits to a lease
+        double granted = 0;        ///< permits added to leases
+        double expired = 0;        ///< permits dropped unused: expired, or beyond N
+    };
+    /// A leased layer's standing for the rate-limit headers.
+    struct standing {
+        double remaining = 0;  ///< Redis's remaining after the last grant + unspent permits
+        double reset_us = 0;   ///< µs from now until the counter is full again, as last told
+        int rule = 0;          ///< the rule these are of
+    };
+
+    /// The time a lease granted at `decided_at_us` (the limiter clock, µs) expires, on that
+    /// clock: `burst / rate` later (token_bucket; the earliest over the rules), the end of the
+    /// window it was counted in (fixed_window; the earliest window end over the rules).
+    static double expiry_of(const layer_spec& spec, double decided_at_us);
+
+    /// Serves what it can of a request of `cost` permits from `key`'s lease (N = `lease`
+    /// permits) at `now_us` (the local clock), and says what the call must ask: `need`, the
+    /// rest of the cost; and a top-up to N when the lease would be left with N/4 or fewer
+    /// permits and no top-up is in flight. Every reservation goes back through settle().
+    reservation reserve(const std::string& key, int lease, double cost, double now_us);
+
+    /// Ends a reservation. `grant`: the lease record of its call (null: no call, or it failed);
+    /// `admitted`: the request was admitted (else the permits it took go back to the lease);
+    /// `expiry_us`: when permits granted by that call expire (local clock). A grant beyond N
+    /// unspent permits is dropped.
+    void settle(const std::string& key, const layer_spec& spec, int lease, const reservation& r,
+                const lease_grant* grant, bool admitted, double now_us, double expiry_us);
+
+    /// `key`'s standing at `now_us` (zeros before its first grant).
+    standing standing_of(const std::string& key, double now_us) const;
+
+    /// Unspent permits of `key`'s lease at `now_us` (0 once expired).
+    double unspent(const std::string& key, double now_us) const;
+
+    /// Unspent permits of every lease at `now_us` (expired ones left out).
+    double held(double now_us) const;
+
+    const totals& running_totals() const { return totals_; }
+
+  private:
+    struct entry {
+        double permits = 0;  ///< unspent, not reserved by a request in flight
+        double expiry_us = -std::numeric_limits<double>::infinity();
+        std::uint64_t generation = 0;  ///< changes when the permits expire
+        double asked = 0;              ///< top-up permits asked by calls in flight
+        double remaining = 0, reset_at_us = 0;
+        int rule = 0;
+    };
+    void expire(entry& e, double now_us);
+
+    std::unordered_map<std::string, entry> entries_;
+    totals totals_;
+};
+
+}  // namespace rategate::limiters
