@@ -44,6 +44,11 @@ void read_upstream(const json& j, const std::string& path, checker& c, upstream_
         read_tls_client(*t, o.path("tls"), c, tc);
         out.tls = tc;
     }
+    if (auto v = read_enum<upstream_protocol>(o.get("protocol"), o.path("protocol"), c,
+                                              {{"http/1.1", upstream_protocol::http1},
+                                               {"h2", upstream_protocol::h2},
+                                               {"h2c", upstream_protocol::h2c}}))
+        out.protocol = *v;
     o.finish();
 }
 
