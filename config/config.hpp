@@ -93,11 +93,11 @@ struct tls_server_config {
 
 /// SPEC §2 `http2`: HTTP/2 (RFC 9113) on `listen`.
 struct http2_config {
-    bool enabled = true;                            ///< ALPN "h2" offered under TLS
-    bool h2c = false;                               ///< cleartext HTTP/2 with prior knowledge
-    std::uint32_t max_concurrent_streams = 100;     ///< SETTINGS_MAX_CONCURRENT_STREAMS
-    std::uint32_t initial_window_size = 1u << 20;   ///< per stream and connection, bytes
-    std::uint32_t max_resets_per_second = 100;      ///< client RST_STREAMs before GOAWAY
+    bool enabled = true;                           ///< ALPN "h2" offered under TLS
+    bool h2c = false;                              ///< cleartext HTTP/2 with prior knowledge
+    std::uint32_t max_concurrent_streams = 100;    ///< SETTINGS_MAX_CONCURRENT_STREAMS
+    std::uint32_t initial_window_size = 1u << 20;  ///< per stream and connection, bytes
+    std::uint32_t max_resets_per_second = 100;     ///< client RST_STREAMs before GOAWAY
 };
 
 /// SPEC §2 upstream `protocol`: what the gateway speaks to the targets.

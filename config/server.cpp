@@ -37,8 +37,8 @@ void read_http2(const json& j, const std::string& path, checker& c, http2_config
     if (auto v = read_bool(o.get("enabled"), o.path("enabled"), c)) out.enabled = *v;
     if (auto v = read_bool(o.get("h2c"), o.path("h2c"), c)) out.h2c = *v;
     // RFC 9113 §6.5.2: at least 100 streams is the recommendation, 2^31-1 the largest window.
-    if (auto v = read_int(o.get("max_concurrent_streams"), o.path("max_concurrent_streams"), c,
-                          1, 1'000'000))
+    if (auto v = read_int(o.get("max_concurrent_streams"), o.path("max_concurrent_streams"), c, 1,
+                          1'000'000))
         out.max_concurrent_streams = static_cast<std::uint32_t>(*v);
     if (auto v = read_size(o.get("initial_window_size"), o.path("initial_window_size"), c, 1)) {
         if (*v > 0x7fffffffu)

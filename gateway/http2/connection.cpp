@@ -71,8 +71,8 @@ struct stream {
         : id(id), head(max_header_bytes), wake(ex) {}
     std::int32_t id;
     request_head_builder head;
-    bool in_trailers = false;    // a HEADERS block after the request's
-    bool refused = false;        // reset by us (malformed): no coroutine
+    bool in_trailers = false;     // a HEADERS block after the request's
+    bool refused = false;         // reset by us (malformed): no coroutine
     bool end_of_request = false;  // END_STREAM received
     bool closed = false;          // nghttp2 closed the stream (done or reset)
     bool wants_body = true;       // DATA is kept for the upstream (else consumed at once)
@@ -115,8 +115,7 @@ class connection {
     static int on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* self);
     static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t id,
                              const std::uint8_t* data, std::size_t len, void* self);
-    static int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code,
-                               void* self);
+    static int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* self);
     static ssize_t read_body(nghttp2_session*, std::int32_t id, std::uint8_t* buf,
                              std::size_t length, std::uint32_t* flags, nghttp2_data_source* src,
                              void* self);
@@ -168,8 +167,8 @@ class connection {
     void respond(stream& s, unsigned status, const http::fields& fields, std::string body,
                  bool has_body);
     // A response the gateway made itself: as it is, or for gRPC as trailers-only.
-    void respond_refusal(stream& s, http::response<http::string_body>& res, bool grpc,
-                         bool limited, bool head);
+    void respond_refusal(stream& s, http::response<http::string_body>& res, bool grpc, bool limited,
+                         bool head);
     // Waits until the stream's response body was taken by nghttp2 (or the stream closed).
     net::awaitable<bool> drain_out(stream& s);
 
@@ -229,8 +228,8 @@ int connection::on_begin_headers(nghttp2_session*, const nghttp2_frame* f, void*
     auto& c = *static_cast<connection*>(self);
     if (f->hd.type != NGHTTP2_HEADERS) return 0;
     if (f->headers.cat == NGHTTP2_HCAT_REQUEST) {
-        auto s = std::make_shared<stream>(f->hd.stream_id, c.rt_->cfg->limits.max_header_bytes,
-                                          c.ex_);
+        auto s =
+            std::make_shared<stream>(f->hd.stream_id, c.rt_->cfg->limits.max_header_bytes, c.ex_);
         nghttp2_session_set_stream_user_data(c.session_, s->id, s.get());
         c.streams_.emplace(s->id, std::move(s));
         ++c.open_streams_;
@@ -357,9 +356,8 @@ int connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
     return 0;
 }
 
-ssize_t connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf,
-                              std::size_t length, std::uint32_t* flags, nghttp2_data_source* src,
-                              void*) {
+ssize_t connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
+                              std::uint32_t* flags, nghttp2_data_source* src, void*) {
     auto& s = *static_cast<stream*>(src->ptr);
     std::size_t avail = s.out.size() - s.out_pos;
     if (avail == 0 && !s.out_eof) {
@@ -395,7 +393,8 @@ void connection::respond(stream& s, unsigned status, const http::fields& fields,
     add(":status", std::to_string(status));
     for (const auto& f : fields) {
         std::string name(f.name_string());
-        for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        for (auto& ch : name)
+            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         // RFC 9113 §8.2.2: connection-specific fields never go out on HTTP/2.
         if (name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
             name == "transfer-encoding" || name == "upgrade" || name == "te")
@@ -700,8 +699,10 @@ net::awaitable<void> connection::writer() {
             // (GOAWAY went out, or came in, and no stream is left): end the connection.
             if (dead_ ||
                 (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_))) {
+                // Our side is done; the reader is woken to end (and drain what still comes).
                 error_code ignored;
-                client_.socket.shutdown(net::ip::tcp::socket::shutdown_both, ignored);
+                client_.socket.shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+                client_.socket.cancel(ignored);
                 break;
             }
             co_await wake_writer_.wait(forever);
@@ -748,7 +749,8 @@ net::awaitable<void> connection::run(std::string_view preread) {
     nghttp2_settings_entry settings[] = {
         {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h2.max_concurrent_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, h2.initial_window_size},
-        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, static_cast<std::uint32_t>(limits.max_header_bytes)},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
+         static_cast<std::uint32_t>(limits.max_header_bytes)},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
     };
     nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
@@ -765,7 +767,16 @@ net::awaitable<void> connection::run(std::string_view preread) {
         auto r = nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(data), n);
         wake_writer_.notify();
         arm_deadline();
-        return r >= 0;
+        if (r >= 0) return true;
+        // A connection error: GOAWAY says why before the close (nghttp2 queues none for
+        // these). More than 8 CONTINUATION frames in one block (nghttp2's bound) and its
+        // outbound-queue flood detection are floods, like ours.
+        auto code = r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || r == NGHTTP2_ERR_FLOODED
+                        ? NGHTTP2_ENHANCE_YOUR_CALM
+                        : NGHTTP2_PROTOCOL_ERROR;
+        nghttp2_session_terminate_session(session_, code);
+        wake_writer_.notify();
+        return false;
     };
     bool ok = feed(preread.data(), preread.size());
     std::vector<char> buf(16 * 1024);
@@ -806,8 +817,22 @@ net::awaitable<void> connection::run(std::string_view preread) {
         s->wake.notify();
     }
     wake_writer_.notify();
-    while (coroutines_ > 0) co_await wake_reader_.wait(milliseconds(100));
+    while (coroutines_ > 0)
+        co_await wake_reader_.wait(milliseconds(100));
     streams_.clear();
+    // Lingering close (RFC 9112 §9.6's reasoning): a close with unread input makes the kernel
+    // send RST, which can destroy the GOAWAY before the client reads it. Input is drained
+    // for up to a second, or until the client closes.
+    if (!broken_) {
+        error_code ignored;
+        client_.socket.shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+        client_.timer.expires_after(milliseconds(1000));
+        for (std::size_t drained = 0; drained < (1u << 20);) {
+            auto [ec, n] = co_await client_.socket.async_read_some(net::buffer(buf), use_nothrow);
+            if (ec) break;
+            drained += n;
+        }
+    }
 }
 
 }  // namespace

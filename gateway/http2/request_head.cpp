@@ -13,8 +13,21 @@ bool is_lower_tchar(unsigned char c) {
     if (c >= 'a' && c <= 'z') return true;
     if (c >= '0' && c <= '9') return true;
     switch (c) {
-        case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
-        case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+        case '!':
+        case '#':
+        case '$':
+        case '%':
+        case '&':
+        case '\'':
+        case '*':
+        case '+':
+        case '-':
+        case '.':
+        case '^':
+        case '_':
+        case '`':
+        case '|':
+        case '~':
             return true;
         default:
             return false;
@@ -25,8 +38,8 @@ bool is_lower_tchar(unsigned char c) {
 bool is_valid_value(std::string_view v) {
     for (unsigned char c : v)
         if (c == 0 || c == '\r' || c == '\n') return false;
-    if (!v.empty() && (v.front() == ' ' || v.front() == '\t' || v.back() == ' ' ||
-                       v.back() == '\t'))
+    if (!v.empty() &&
+        (v.front() == ' ' || v.front() == '\t' || v.back() == ' ' || v.back() == '\t'))
         return false;
     return true;
 }
@@ -44,8 +57,7 @@ const char* check_regular_name(std::string_view name) {
 
 }  // namespace
 
-request_head_builder::request_head_builder(std::size_t max_header_bytes)
-    : max_(max_header_bytes) {}
+request_head_builder::request_head_builder(std::size_t max_header_bytes) : max_(max_header_bytes) {}
 
 request_head_builder::field_status request_head_builder::add(std::string_view name,
                                                              std::string_view value) {

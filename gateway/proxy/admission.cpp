@@ -24,8 +24,9 @@ bool is_grpc_content_type(std::string_view ct) {
 
 request_scope::~request_scope() {
     if (rec.status == 0) return;  // nothing was answered: the client went away
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
-                    .count();
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
+            .count();
     std::size_t r = route ? rt.route_index(*route) : rt.cfg->routes.size();
     rt.metrics->request(r, rec.status);
     rt.metrics->request_latency.at(r).observe_us(us);
@@ -72,13 +73,14 @@ net::awaitable<admission> admit(runtime& rt, http::request_header<>& req, const 
     // SPEC §3 "gRPC": gRPC needs HTTP/2 (its trailers and streams).
     if (in.protocol == wire_protocol::http1 &&
         is_grpc_content_type(req[http::field::content_type])) {
-        auto res = make_error_response(426, "upgrade_required", "gRPC requires HTTP/2", keep(),
-                                       version);
+        auto res =
+            make_error_response(426, "upgrade_required", "gRPC requires HTTP/2", keep(), version);
         res.set(http::field::upgrade, "h2");
         refuse(std::move(res));
         co_return a;
     }
-    const auto* route = rt.routes.match(req.method_string(), nreq.path, nreq.host, in.tls ? 443 : 80);
+    const auto* route =
+        rt.routes.match(req.method_string(), nreq.path, nreq.host, in.tls ? 443 : 80);
     if (!route) {
         std::string message = "no route for " + std::string(req.method_string()) + " " + nreq.path;
         refuse(make_error_response(404, "not_found", message, keep(), version));
@@ -97,9 +99,8 @@ net::awaitable<admission> admit(runtime& rt, http::request_header<>& req, const 
         auto verdict = rt.jwt_cache->verify(
             auth == req.end() ? std::string_view{} : std::string_view(auth->value()), now_s);
         if (verdict.what == identity::jwt_result::kind::invalid) {
-            auto res = make_error_response(401, "invalid_token",
-                                           "invalid bearer token: " + verdict.reason, keep(),
-                                           version);
+            auto res = make_error_response(
+                401, "invalid_token", "invalid bearer token: " + verdict.reason, keep(), version);
             res.set(http::field::www_authenticate, "Bearer error=\"invalid_token\"");
             refuse(std::move(res));
             co_return a;

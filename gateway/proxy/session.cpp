@@ -229,9 +229,13 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
 
         auto& req = parser.get();
         head_request = req.method() == http::verb::head;
-        admission_input in{peer,          client.tls != nullptr, wire_protocol::http1,
-                           parser.is_done() && req.keep_alive(), &w.stopping,
-                           req.version(), head_request};
+        admission_input in{peer,
+                           client.tls != nullptr,
+                           wire_protocol::http1,
+                           parser.is_done() && req.keep_alive(),
+                           &w.stopping,
+                           req.version(),
+                           head_request};
         auto decided = co_await admit(*rt, req, in, scope);
         if (decided.refusal) {
             auto& res = *decided.refusal;

@@ -5,8 +5,8 @@
 
 #include <boost/asio/ssl/context.hpp>
 #include <cstring>
-#include <string_view>
 #include <stdexcept>
+#include <string_view>
 
 namespace rategate::gateway {
 

@@ -358,10 +358,9 @@ TEST_CASE("http2 section: defaults, sizes, and h2c without HTTP/2 refused") {
     CHECK(d->http2.max_concurrent_streams == 100);
     CHECK(d->http2.initial_window_size == 1024 * 1024);
     CHECK(d->http2.max_resets_per_second == 100);
-    auto s = parse_config(
-        with(R"("http2": { "h2c": true, "max_concurrent_streams": 5,
+    auto s = parse_config(with(R"("http2": { "h2c": true, "max_concurrent_streams": 5,
                 "initial_window_size": "64KiB", "max_resets_per_second": 7 })"),
-        "h2.json");
+                          "h2.json");
     CHECK(s->http2.h2c);
     CHECK(s->http2.max_concurrent_streams == 5);
     CHECK(s->http2.initial_window_size == 65536);

@@ -10,7 +10,7 @@ TEST_CASE("grpc refusals: the SPEC's status table") {
         bool limited;
         int grpc;
     };
-    const row rows[] = {{429, true, 8},  {503, true, 8},  {413, false, 8},  {401, false, 16},
+    const row rows[] = {{429, true, 8},  {503, true, 8},   {413, false, 8},  {401, false, 16},
                         {403, false, 7}, {404, false, 12}, {405, false, 12}, {400, false, 3},
                         {431, false, 3}, {502, false, 14}, {503, false, 14}, {504, false, 4},
                         {500, false, 2}, {429, false, 2}};

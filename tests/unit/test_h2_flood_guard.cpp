@@ -8,10 +8,12 @@ using namespace std::chrono_literals;
 TEST_CASE("h2 flood guard: a kind past its limit within one second is a flood") {
     flood_guard g(3, 5);
     auto t0 = flood_guard::clock::time_point{} + 10s;
-    for (int i = 0; i < 3; ++i) CHECK_FALSE(g.exceeded(flood_guard::kind::reset, t0 + 100ms * i));
+    for (int i = 0; i < 3; ++i)
+        CHECK_FALSE(g.exceeded(flood_guard::kind::reset, t0 + 100ms * i));
     CHECK(g.exceeded(flood_guard::kind::reset, t0 + 900ms));
     // The other kinds have their own counters and limit.
-    for (int i = 0; i < 5; ++i) CHECK_FALSE(g.exceeded(flood_guard::kind::ping, t0));
+    for (int i = 0; i < 5; ++i)
+        CHECK_FALSE(g.exceeded(flood_guard::kind::ping, t0));
     CHECK(g.exceeded(flood_guard::kind::ping, t0));
     CHECK_FALSE(g.exceeded(flood_guard::kind::settings, t0));
     CHECK_FALSE(g.exceeded(flood_guard::kind::empty_frame, t0));

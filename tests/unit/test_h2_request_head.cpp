@@ -11,7 +11,9 @@ using fields = std::vector<std::pair<std::string, std::string>>;
 
 namespace {
 
-const fields base = {{":method", "GET"}, {":scheme", "https"}, {":authority", "api.test"},
+const fields base = {{":method", "GET"},
+                     {":scheme", "https"},
+                     {":authority", "api.test"},
                      {":path", "/api/orders?x=1"}};
 
 // Feeds `f` and finishes: the head status, or malformed when a field was refused.
@@ -69,8 +71,8 @@ TEST_CASE("h2 request head: malformed requests are PROTOCOL_ERROR") {
         {"bad content-length", with(base, {"content-length", "1x"})},
         {"value with LF", with(base, {"x-a", "a\nb"})},
         {"value with leading space", with(base, {"x-a", " a"})},
-        {"relative path", {{":method", "GET"}, {":scheme", "http"}, {":authority", "a"},
-                           {":path", "x"}}},
+        {"relative path",
+         {{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "x"}}},
     };
     for (const auto& r : rows) {
         CAPTURE(r.what);
@@ -98,7 +100,8 @@ TEST_CASE("h2 request head: no authority is a 400, a big block a 431, a huge one
     CHECK(build(f, big) == request_head_builder::head_status::too_large);
 
     request_head_builder huge(1000);
-    for (const auto& [n, v] : base) CHECK(huge.add(n, v) == request_head_builder::field_status::ok);
+    for (const auto& [n, v] : base)
+        CHECK(huge.add(n, v) == request_head_builder::field_status::ok);
     auto r = request_head_builder::field_status::ok;
     for (int i = 0; i < 100 && r == request_head_builder::field_status::ok; ++i)
         r = huge.add("x-filler", std::string(100, 'b'));
