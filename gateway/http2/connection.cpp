@@ -781,8 +781,9 @@ net::awaitable<void> connection::run(std::string_view preread) {
     bool ok = feed(preread.data(), preread.size());
     std::vector<char> buf(16 * 1024);
     while (ok && !broken_ && !writer_done_ && nghttp2_session_want_read(session_)) {
-        // Stop: say GOAWAY (RFC 9113 §6.8), finish the streams begun, then close.
-        if (w_.stopping && !goaway_) {
+        // Stop or reload: say GOAWAY (RFC 9113 §6.8), finish the streams begun, then close (a
+        // client reconnects to the new config; a reload is seen at the connection's next read).
+        if ((w_.stopping || w_.rt != rt_) && !goaway_) {
             goaway_ = true;
             nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
                                   nghttp2_session_get_last_proc_stream_id(session_),

@@ -6,6 +6,7 @@ serving after each attack."""
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -36,14 +37,15 @@ from harness import GatewayTest, free_port, get
 from test_tls import make_pki
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-PROTOCOL_ERROR, REFUSED_STREAM, ENHANCE_YOUR_CALM = 0x1, 0x7, 0xB
+PROTOCOL_ERROR, REFUSED_STREAM, CANCEL, ENHANCE_YOUR_CALM = 0x1, 0x7, 0x8, 0xB
 
 
 class RawH2:
     """A client that writes frames as given (hyperframe) and reads what comes back, decoding
     header blocks (hpack): for the requests a well-behaved client library refuses to send."""
 
-    def __init__(self, port, settings=None):
+    def __init__(self, port, settings=None, auto_ack=True):
+        self.auto_ack = auto_ack
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
         self.enc = hpack.Encoder()
         self.dec = hpack.Decoder()
@@ -77,7 +79,7 @@ class RawH2:
                 if len(self.buf) >= 9 + length:
                     header.parse_body(memoryview(self.buf[9:9 + length]))
                     self.buf = self.buf[9 + length:]
-                    if isinstance(header, SettingsFrame) and "ACK" not in header.flags:
+                    if self.auto_ack and isinstance(header, SettingsFrame) and "ACK" not in header.flags:
                         ack = SettingsFrame(0)
                         ack.flags.add("ACK")
                         try:
@@ -486,6 +488,45 @@ class Http2(GatewayTest):
         self.assertTrue(c.closed)
         self.assertLess(time.time() - started, 3)
         c.close()
+
+    def test_zero_window_and_a_header_block_left_open_end_by_the_deadlines(self):
+        self.start(limits={"idle_timeout": "1s", "header_timeout": "1s"})
+        # A client that never opens its window: the stream is cancelled after idle_timeout.
+        c = RawH2(self.gw.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.request(1, base_headers("/api/bytes?n=1000"))
+        frames = c.collect(lambda fs: reset_of(fs, 1) is not None, timeout=6)
+        self.assertEqual(status_of(frames, 1), 200)
+        self.assertEqual(reset_of(frames, 1), CANCEL)
+        self.assertFalse([f for f in frames if isinstance(f, DataFrame) and f.data])
+        c.close()
+        # A header block never ended: the connection closes after header_timeout (a SETTINGS
+        # ACK now would be a protocol error: CONTINUATION must come next).
+        c = RawH2(self.gw.port, auto_ack=False)
+        c.send(HeadersFrame(1, c.block(base_headers("/api/anything"))))
+        started = time.time()
+        frames = c.collect(timeout=6)
+        self.assertTrue(c.closed)
+        self.assertIsNone(goaway_of(frames))
+        self.assertGreater(time.time() - started, 0.9)
+        self.assertLess(time.time() - started, 4)
+        c.close()
+        self.assert_still_serving()
+
+    def test_reload_sends_goaway(self):
+        self.start()
+        c = RawH2(self.gw.port)
+        c.request(1, base_headers("/api/anything"))
+        self.assertEqual(status_of(c.collect(lambda fs: status_of(fs, 1)), 1), 200)
+        self.gw.proc.send_signal(signal.SIGHUP)
+        time.sleep(1)
+        c.request(3, base_headers("/api/anything"))
+        frames = c.collect(lambda fs: goaway_of(fs) is not None and status_of(fs, 3))
+        self.assertEqual(status_of(frames, 3), 200)  # the stream that saw the reload is served
+        self.assertEqual(goaway_of(frames), 0)
+        c.collect(timeout=5)
+        self.assertTrue(c.closed)
+        c.close()
+        self.assert_still_serving()
 
     def test_shutdown_sends_goaway_and_finishes_streams(self):
         self.start()
