@@ -161,6 +161,11 @@ class connection {
 
     net::awaitable<void> writer();
     net::awaitable<void> run_stream(std::shared_ptr<stream> s);
+    enum class send_result { sent, write_failed, too_large, stream_gone };
+    // Sends the request's head and body (as DATA arrives) to the upstream.
+    net::awaitable<send_result> send_request(stream& s, upstream_connection& up,
+                                             const http::request_header<>& req, bool chunked,
+                                             milliseconds timeout, request_scope& scope);
     net::awaitable<void> forward(stream& s, runtime& rt, const config::route_config& route,
                                  const rate_headers* rate, bool grpc, request_scope& scope);
     // Submits a response head with its body (`body`, or none) on stream `s`.
@@ -455,6 +460,57 @@ net::awaitable<bool> connection::drain_out(stream& s) {
 
 // ---- the stream's request ----
 
+net::awaitable<connection::send_result> connection::send_request(stream& s, upstream_connection& up,
+                                                                 const http::request_header<>& req,
+                                                                 bool chunked, milliseconds timeout,
+                                                                 request_scope& scope) {
+    // The head, then the body as DATA arrives, each piece's window given back only once the
+    // upstream took it (a slow upstream slows the client, RFC 9113 §5.2).
+    up.request_head.clear();
+    append_request_head(up.request_head, req);
+    up.io.timer.expires_after(timeout);
+    auto [hec, hn] = co_await net::async_write(up.io, net::buffer(up.request_head), use_nothrow);
+    if (s.closed || dead_) co_return send_result::stream_gone;
+    if (hec) co_return send_result::write_failed;
+    const auto& limits = rt_->cfg->limits;
+    std::string piece;
+    while (!s.end_of_request || !s.body_in.empty()) {
+        while (s.body_in.empty() && !s.end_of_request && !s.closed && !dead_) {
+            if (!co_await s.wake.wait(limits.idle_timeout) && s.body_in.empty() &&
+                !s.end_of_request && !s.closed) {
+                reset(s, NGHTTP2_CANCEL);  // the client stopped sending its body
+                co_return send_result::stream_gone;
+            }
+        }
+        if (s.closed || dead_ || s.refused) co_return send_result::stream_gone;
+        std::size_t n = s.body_in.size();
+        scope.rec.bytes_in += n;
+        if (scope.rec.bytes_in > limits.max_body_bytes) co_return send_result::too_large;
+        piece.clear();
+        if (chunked) {
+            if (n) {
+                char size[20];
+                auto len = std::snprintf(size, sizeof size, "%zx\r\n", n);
+                piece.append(size, static_cast<std::size_t>(len));
+                piece += s.body_in;
+                piece += "\r\n";
+            }
+            if (s.end_of_request) piece += "0\r\n\r\n";
+        } else {
+            piece.swap(s.body_in);
+        }
+        s.body_in.clear();
+        if (piece.empty()) continue;
+        up.io.timer.expires_after(timeout);
+        auto [pec, pn] = co_await net::async_write(up.io, net::buffer(piece), use_nothrow);
+        if (s.closed || dead_) co_return send_result::stream_gone;
+        if (pec) co_return send_result::write_failed;
+        consume(&s, n);
+    }
+    s.wants_body = false;
+    co_return send_result::sent;
+}
+
 net::awaitable<void> connection::run_stream(std::shared_ptr<stream> sp) {
     auto& s = *sp;
     auto rt = w_.rt;  // a stream runs on the runtime in force when it starts
@@ -539,78 +595,41 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
     } unmark{s};
     scope.rec.upstream = pool.target_name(up->target);
 
-    // The request: head, then the body as DATA arrives, each piece's window given back only
-    // once the upstream took it (a slow upstream slows the client, RFC 9113 §5.2).
-    up->request_head.clear();
-    append_request_head(up->request_head, req);
+    // The request, then the response head. A pooled connection found closed on a request
+    // without a body is replaced once, as HTTP/1.1 does (forward.cpp).
     const auto sent_at = std::chrono::steady_clock::now();
-    up->io.timer.expires_after(up_cfg.response_timeout);
-    auto [hec, hn] = co_await net::async_write(up->io, net::buffer(up->request_head), use_nothrow);
-    error_code wec = hec;
-    std::string piece;
-    while (!wec && has_body) {
-        while (s.body_in.empty() && !s.end_of_request && !s.closed && !dead_) {
-            if (!co_await s.wake.wait(limits.idle_timeout) && s.body_in.empty() &&
-                !s.end_of_request) {
-                reset(s, NGHTTP2_CANCEL);  // the client stopped sending its body
-                break;
-            }
-        }
-        if (s.closed || dead_ || s.refused) co_return;
-        if (s.body_in.empty() && !s.end_of_request) co_return;
-        piece.clear();
-        std::size_t n = s.body_in.size();
-        scope.rec.bytes_in += n;
-        if (scope.rec.bytes_in > limits.max_body_bytes) {
-            s.wants_body = false;
-            consume(&s, std::exchange(s.body_in, {}).size());
+    std::optional<http::response_parser<http::buffer_body>> rp;
+    for (int attempt = 0;; ++attempt) {
+        auto sent = co_await send_request(s, *up, req, chunked, up_cfg.response_timeout, scope);
+        if (sent == send_result::stream_gone) co_return;
+        if (sent == send_result::too_large) {
             fail(413, "body_too_large", "request body exceeds max_body_bytes");
             co_return;
         }
-        if (chunked) {
-            if (n) {
-                char size[20];
-                auto len = std::snprintf(size, sizeof size, "%zx\r\n", n);
-                piece.append(size, static_cast<std::size_t>(len));
-                piece += s.body_in;
-                piece += "\r\n";
-            }
-            if (s.end_of_request) piece += "0\r\n\r\n";
-        } else {
-            piece.swap(s.body_in);
-        }
-        s.body_in.clear();
-        const bool last = s.end_of_request;
-        if (!piece.empty()) {
+        error_code rec =
+            sent == send_result::write_failed ? error_code(net::error::broken_pipe) : error_code();
+        // Interim 1xx responses are consumed (we answer for the gateway).
+        while (!rec) {
+            rp.emplace();
+            rp->body_limit(boost::none);
+            if (head) rp->skip(true);
             up->io.timer.expires_after(up_cfg.response_timeout);
-            auto [pec, pn] = co_await net::async_write(up->io, net::buffer(piece), use_nothrow);
-            wec = pec;
+            auto [hec, rn] = co_await http::async_read_header(up->io, up->buffer, *rp, use_nothrow);
+            rec = hec;
+            if (rec && up->io.timer.expired()) rec = net::error::timed_out;
             if (s.closed || dead_) co_return;
-            consume(&s, n);
+            if (!rec && (rp->get().result_int() / 100 != 1 || rp->get().result_int() == 101)) break;
         }
-        if (last) break;
-    }
-    s.wants_body = false;
-    if (wec) {
-        fail(502, "upstream_error", "upstream \"" + route.upstream + "\" failed: " + wec.message());
-        co_return;
-    }
-
-    // The response head; interim 1xx responses are consumed (we answer for the gateway).
-    std::optional<http::response_parser<http::buffer_body>> rp;
-    error_code rec;
-    do {
-        rp.emplace();
-        rp->body_limit(boost::none);
-        if (head) rp->skip(true);
-        up->io.timer.expires_after(up_cfg.response_timeout);
-        auto [hec2, rn] = co_await http::async_read_header(up->io, up->buffer, *rp, use_nothrow);
-        rec = hec2;
-        if (rec && up->io.timer.expired()) rec = net::error::timed_out;
-        if (s.closed || dead_) co_return;
-    } while (!rec && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101);
-    if (!rec && rp->get().result_int() == 101) rec = http::error::bad_version;
-    if (rec) {
+        if (!rec && rp->get().result_int() == 101) rec = http::error::bad_version;
+        if (!rec) break;
+        if (attempt == 0 && up->reused && s.end_of_request && scope.rec.bytes_in == 0 &&
+            is_idempotent(req.method()) && is_stale_connection_error(rec)) {
+            up = co_await pool.acquire(up->target, ec, /*allow_reuse=*/false);
+            if (s.closed || dead_) co_return;
+            s.upstream = up.get();
+            if (!ec) continue;
+            rec = ec;
+        }
         bool timed_out = rec == net::error::timed_out;
         std::string message =
             "upstream \"" + route.upstream + "\" " +

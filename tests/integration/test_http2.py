@@ -32,6 +32,11 @@ except ImportError:  # a Python other than Debian's: its packages are still ther
                                       PingFrame, RstStreamFrame, SettingsFrame, WindowUpdateFrame)
     except ImportError:
         h2 = None
+os.environ.setdefault("GRPC_VERBOSITY", "NONE")  # its complaints about the non-gRPC demo upstream
+try:
+    import grpc
+except ImportError:
+    grpc = None
 
 from harness import GatewayTest, free_port, get
 from test_tls import make_pki
@@ -346,6 +351,31 @@ class Http2(GatewayTest):
         # gRPC over HTTP/1.1 is refused with 426.
         r = get(self.gw.port, "/api/anything", {"Content-Type": "application/grpc"}, "POST", b"")
         self.assertEqual(r.status, 426)
+
+    @unittest.skipUnless(grpc is not None, "python3-grpcio needed")
+    def test_grpc_client_sees_resource_exhausted_and_unimplemented(self):
+        self.start(routes=[{"name": "greeter", "match": {"path_prefix": "/greet.Greeter"}, "upstream": "demo",
+                            "limiters": ["per-user"], "on_limit": {"status": 429, "message": "Greeter: über limit"}}])
+        with grpc.insecure_channel("127.0.0.1:%d" % self.gw.port) as ch:
+            say = ch.unary_unary("/greet.Greeter/SayHello")
+            codes = []
+            for _ in range(6):
+                try:
+                    say(b"\x00", metadata=[("x-user-id", "erin")], timeout=5)
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as e:
+                    codes.append(e.code())
+                    last = e
+            # The first five reach the (HTTP/1.1, not gRPC) demo upstream; the sixth is ours.
+            self.assertNotIn(grpc.StatusCode.RESOURCE_EXHAUSTED, codes[:5])
+            self.assertEqual(codes[5], grpc.StatusCode.RESOURCE_EXHAUSTED)
+            self.assertEqual(last.details(), "Greeter: über limit")
+            names = [k for k, _ in tuple(last.initial_metadata() or ()) + tuple(last.trailing_metadata() or ())]
+            self.assertIn("retry-after", names)
+            self.assertIn("ratelimit", names)
+            with self.assertRaises(grpc.RpcError) as nowhere:
+                ch.unary_unary("/other.Service/Call")(b"", timeout=5)
+            self.assertEqual(nowhere.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
 
     # --- stream errors --------------------------------------------------------------------------
 
