@@ -73,6 +73,7 @@ struct stream {
     request_head_builder head;
     bool in_trailers = false;     // a HEADERS block after the request's
     bool refused = false;         // reset by us (malformed): no coroutine
+    bool over_cap = false;        // refused with REFUSED_STREAM: never counted as admitted
     bool end_of_request = false;  // END_STREAM received
     bool closed = false;          // nghttp2 closed the stream (done or reset)
     bool wants_body = true;       // DATA is kept for the upstream (else consumed at once)
@@ -132,6 +133,7 @@ class connection {
     void calm_down() {
         if (calm_) return;
         calm_ = true;
+        rt_->metrics->http2_calm.add();
         nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
         wake_writer_.notify();
     }
@@ -159,6 +161,8 @@ class connection {
         }
     }
 
+    // Writes the stream cap into the empty SETTINGS frame nghttp2 sends second (run()).
+    void advertise_stream_cap(std::string& out);
     net::awaitable<void> writer();
     net::awaitable<void> run_stream(std::shared_ptr<stream> s);
     enum class send_result { sent, write_failed, too_large, stream_gone };
@@ -185,8 +189,10 @@ class connection {
     net::any_io_executor ex_;
     nghttp2_session* session_ = nullptr;
     std::map<std::int32_t, std::shared_ptr<stream>> streams_;
-    std::size_t open_streams_ = 0;  // streams nghttp2 has open
-    std::size_t coroutines_ = 0;    // stream coroutines still running
+    std::size_t open_streams_ = 0;      // streams nghttp2 has open
+    std::size_t admitted_streams_ = 0;  // of those, the ones under max_concurrent_streams
+    bool cap_advertised_ = false;       // the SETTINGS with our stream cap went out
+    std::size_t coroutines_ = 0;        // stream coroutines still running
     std::optional<std::chrono::steady_clock::time_point> header_block_since_;
     bool writing_ = false, writer_done_ = false, calm_ = false, goaway_ = false;
     bool dead_ = false;    // the connection is ending: streams stop, nothing new is submitted
@@ -236,8 +242,17 @@ int connection::on_begin_headers(nghttp2_session*, const nghttp2_frame* f, void*
         auto s =
             std::make_shared<stream>(f->hd.stream_id, c.rt_->cfg->limits.max_header_bytes, c.ex_);
         nghttp2_session_set_stream_user_data(c.session_, s->id, s.get());
+        c.rt_->metrics->http2_streams.add();
+        auto& st = *s;
         c.streams_.emplace(s->id, std::move(s));
         ++c.open_streams_;
+        // RFC 9113 §5.1.2: a stream above the advertised cap is refused, the connection goes on.
+        if (c.admitted_streams_ >= c.rt_->cfg->http2.max_concurrent_streams) {
+            st.over_cap = true;
+            c.reset(st, NGHTTP2_REFUSED_STREAM);
+        } else {
+            ++c.admitted_streams_;
+        }
     } else if (auto* s = c.find(f->hd.stream_id)) {
         s->in_trailers = true;
     }
@@ -356,7 +371,8 @@ int connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
         s.upstream->io.socket.close(ignored);
     }
     s.wake.notify();
-    c.streams_.erase(it);
+    if (!s.over_cap) --c.admitted_streams_;
+    c.streams_.erase(it);  // `s` is gone from here on
     if (--c.open_streams_ == 0) c.arm_deadline();
     return 0;
 }
@@ -534,11 +550,10 @@ net::awaitable<void> connection::run_stream(std::shared_ptr<stream> sp) {
         default:
             break;
     }
-    admission_input in;
-    in.peer = peer_;
-    in.tls = client_.tls != nullptr;
-    in.protocol = wire_protocol::http2;
-    in.head = head;
+    const admission_input in{.peer = peer_,
+                             .tls = client_.tls != nullptr,
+                             .protocol = wire_protocol::http2,
+                             .head = head};
     auto decided = co_await admit(*rt, req, in, scope);
     if (s.closed || dead_) co_return;
     if (decided.refusal) {
@@ -703,6 +718,36 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
 
 // ---- the connection ----
 
+void connection::advertise_stream_cap(std::string& out) {
+    // Frames: 3 bytes length, type, flags, 4 bytes stream id, payload (RFC 9113 §4.1).
+    for (std::size_t at = 0; at + 9 <= out.size();) {
+        auto byte = [&](std::size_t i) { return static_cast<unsigned char>(out[at + i]); };
+        std::size_t length = (std::size_t(byte(0)) << 16) | (std::size_t(byte(1)) << 8) | byte(2);
+        if (length == 0 && byte(3) == NGHTTP2_SETTINGS && byte(4) == 0) {
+            const std::uint32_t cap = rt_->cfg->http2.max_concurrent_streams;
+            const char frame[15] = {0,
+                                    0,
+                                    6,
+                                    NGHTTP2_SETTINGS,
+                                    0,
+                                    0,
+                                    0,
+                                    0,
+                                    0,
+                                    0,
+                                    NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+                                    static_cast<char>(cap >> 24),
+                                    static_cast<char>(cap >> 16),
+                                    static_cast<char>(cap >> 8),
+                                    static_cast<char>(cap)};
+            out.replace(at, 9, frame, sizeof frame);
+            cap_advertised_ = true;
+            return;
+        }
+        at += 9 + length;
+    }
+}
+
 net::awaitable<void> connection::writer() {
     std::string out;
     for (;;) {
@@ -713,6 +758,7 @@ net::awaitable<void> connection::writer() {
             if (n <= 0) break;
             out.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
         }
+        if (!cap_advertised_) advertise_stream_cap(out);
         if (out.empty()) {
             // Nothing more to say, and the reader is gone or nothing more is to be heard
             // (GOAWAY went out, or came in, and no stream is left): end the connection.
@@ -765,14 +811,19 @@ net::awaitable<void> connection::run(std::string_view preread) {
     nghttp2_session_callbacks_del(cbs);
     if (rv != 0) co_return;
 
+    // SETTINGS_MAX_CONCURRENT_STREAMS is not nghttp2's to enforce: once acknowledged it makes
+    // a stream over the cap a connection error, where RFC 9113 §5.1.2 and the SPEC want that
+    // stream refused. nghttp2 sends an empty SETTINGS second, which the writer turns into the
+    // one that carries the cap (advertise_stream_cap): both are acknowledged, in order.
     nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, h2.max_concurrent_streams},
         {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, h2.initial_window_size},
         {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE,
          static_cast<std::uint32_t>(limits.max_header_bytes)},
         {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
     };
     nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, nullptr, 0);
+    rt_->metrics->http2_connections.add();
     nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0,
                                           static_cast<std::int32_t>(h2.initial_window_size));
 
@@ -790,9 +841,9 @@ net::awaitable<void> connection::run(std::string_view preread) {
         // A connection error: GOAWAY says why before the close (nghttp2 queues none for
         // these). More than 8 CONTINUATION frames in one block (nghttp2's bound) and its
         // outbound-queue flood detection are floods, like ours.
-        auto code = r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || r == NGHTTP2_ERR_FLOODED
-                        ? NGHTTP2_ENHANCE_YOUR_CALM
-                        : NGHTTP2_PROTOCOL_ERROR;
+        const bool flood = r == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS || r == NGHTTP2_ERR_FLOODED;
+        if (flood) rt_->metrics->http2_calm.add();
+        auto code = flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR;
         nghttp2_session_terminate_session(session_, code);
         wake_writer_.notify();
         return false;
@@ -837,8 +888,17 @@ net::awaitable<void> connection::run(std::string_view preread) {
         s->wake.notify();
     }
     wake_writer_.notify();
-    while (coroutines_ > 0)
+    // The writer gets a second to send what is left to a client that reads; then the socket
+    // is closed under it (a drain deadline's terminal stop must not wait on a stalled client).
+    const auto flush_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (coroutines_ > 0) {
+        if (!writer_done_ && !broken_ && std::chrono::steady_clock::now() >= flush_until) {
+            broken_ = true;
+            error_code ignored;
+            client_.socket.close(ignored);
+        }
         co_await wake_reader_.wait(milliseconds(100));
+    }
     streams_.clear();
     // Lingering close (RFC 9112 §9.6's reasoning): a close with unread input makes the kernel
     // send RST, which can destroy the GOAWAY before the client reads it. Input is drained

@@ -131,7 +131,7 @@ request_head_builder::head_status request_head_builder::finish() {
     head_.version(11);
     if (!cookies_.empty()) head_.set(http::field::cookie, cookies_);
     if (!authority_ && !host_) return head_status::no_authority;
-    // :authority is the Host (RFC 9113 §8.3.1), first among the fields as HTTP/1.1 writes it.
+    // :authority is the Host (RFC 9113 §8.3.1).
     if (authority_ && !host_) head_.insert(http::field::host, *authority_);
     return head_status::ok;
 }

@@ -172,7 +172,10 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         }
     } else if (w.rt->cfg->http2.h2c) {
         if (co_await starts_with_preface(client, buf, w.rt->cfg->limits.header_timeout)) {
-            co_await http2::serve(w, client, buffer_view(buf), peer);
+            // The bytes read so far go on; the 16 KiB buffer is not held for the connection.
+            std::string preread(buffer_view(buf));
+            buf = beast::flat_buffer();
+            co_await http2::serve(w, client, preread, peer);
             close_socket(client);
             co_return;
         }
@@ -229,13 +232,13 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
 
         auto& req = parser.get();
         head_request = req.method() == http::verb::head;
-        admission_input in{peer,
-                           client.tls != nullptr,
-                           wire_protocol::http1,
-                           parser.is_done() && req.keep_alive(),
-                           &w.stopping,
-                           req.version(),
-                           head_request};
+        const admission_input in{.peer = peer,
+                                 .tls = client.tls != nullptr,
+                                 .protocol = wire_protocol::http1,
+                                 .can_keep_alive = parser.is_done() && req.keep_alive(),
+                                 .stopping = &w.stopping,
+                                 .version = req.version(),
+                                 .head = head_request};
         auto decided = co_await admit(*rt, req, in, scope);
         if (decided.refusal) {
             auto& res = *decided.refusal;

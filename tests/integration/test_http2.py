@@ -38,7 +38,7 @@ try:
 except ImportError:
     grpc = None
 
-from harness import GatewayTest, free_port, get
+from harness import SANITIZED, GatewayTest, free_port, get, rss_kib, wait_port
 from test_tls import make_pki
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -227,7 +227,8 @@ class Http2(GatewayTest):
         self.up = self.upstream()
         cfg = {
             "http2": dict({"h2c": True}, **(http2 or {})),
-            "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]}},
+            "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]},
+                          "down": {"targets": ["127.0.0.1:%d" % free_port()]}},  # nothing listens
             "identity": {"user": {"header": "X-User-Id"}},
             "limiters": {"per-user": {"scope": "user", "algorithm": "fixed_window",
                                       "rules": [{"limit": 5, "window": "1m"}]}},
@@ -237,8 +238,23 @@ class Http2(GatewayTest):
         }
         if limits:
             cfg["limits"] = limits
+        self.admin_port = free_port()
+        cfg["admin"] = {"listen": "127.0.0.1:%d" % self.admin_port}
         cfg.update(extra)
         self.gw = self.gateway(cfg)
+        wait_port(self.admin_port, proc=self.gw.proc)
+
+    def metric(self, name, at_least):
+        """`name`'s value once it reaches `at_least` (metrics are published every 250 ms)."""
+        deadline = time.time() + 5
+        while True:
+            value = None
+            for line in get(self.admin_port, "/metrics").body.decode().splitlines():
+                if line.startswith(name + " "):
+                    value = float(line.split()[1])
+            if (value is not None and value >= at_least) or time.time() > deadline:
+                return value
+            time.sleep(0.1)
 
     def curl(self, *args):
         out = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "-", "-w", "\n%{http_version} %{http_code}"] +
@@ -296,9 +312,10 @@ class Http2(GatewayTest):
         self.assertNotIn("transfer-encoding", c.streams[chunked]["headers"])
         c.close()
 
-    def test_head_and_204_have_no_body(self):
+    def test_head_and_204_have_no_body_and_cookies_are_joined(self):
         self.start()
         c = H2Client(self.gw.port)
+        cookies = c.request("/api/anything", headers=[("cookie", "a=1"), ("cookie", "b=2")])
         head = c.request("/api/bytes?n=100", "HEAD")
         nc = c.request("/api/status/204")
         self.assertTrue(c.run(c.all_done))
@@ -306,6 +323,7 @@ class Http2(GatewayTest):
         self.assertEqual(c.streams[head]["data"], b"")
         self.assertEqual(c.streams[nc]["headers"][":status"], "204")
         self.assertEqual(c.streams[nc]["data"], b"")
+        self.assertEqual(json.loads(c.streams[cookies]["data"])["headers"]["cookie"], "a=1; b=2")
         c.close()
 
     # --- limits per stream ----------------------------------------------------------------------
@@ -328,6 +346,8 @@ class Http2(GatewayTest):
         # The user's HTTP/1.1 requests share the counters.
         self.assertEqual(get(self.gw.port, "/lim/x", {"X-User-Id": "alice"}).status, 429)
         self.assertEqual(get(self.gw.port, "/lim/x", {"X-User-Id": "bob"}).status, 200)
+        self.assertGreaterEqual(self.metric("rategate_http2_streams_total", 20), 20)
+        self.assertGreaterEqual(self.metric("rategate_http2_connections_total", 1), 1)
 
     def test_grpc_refusals_are_trailers_only(self):
         self.start()
@@ -355,7 +375,8 @@ class Http2(GatewayTest):
     @unittest.skipUnless(grpc is not None, "python3-grpcio needed")
     def test_grpc_client_sees_resource_exhausted_and_unimplemented(self):
         self.start(routes=[{"name": "greeter", "match": {"path_prefix": "/greet.Greeter"}, "upstream": "demo",
-                            "limiters": ["per-user"], "on_limit": {"status": 429, "message": "Greeter: über limit"}}])
+                            "limiters": ["per-user"], "on_limit": {"status": 429, "message": "Greeter: über limit"}},
+                           {"name": "down", "match": {"path_prefix": "/down.Service"}, "upstream": "down"}])
         with grpc.insecure_channel("127.0.0.1:%d" % self.gw.port) as ch:
             say = ch.unary_unary("/greet.Greeter/SayHello")
             codes = []
@@ -376,6 +397,9 @@ class Http2(GatewayTest):
             with self.assertRaises(grpc.RpcError) as nowhere:
                 ch.unary_unary("/other.Service/Call")(b"", timeout=5)
             self.assertEqual(nowhere.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
+            with self.assertRaises(grpc.RpcError) as down:
+                ch.unary_unary("/down.Service/Call")(b"", timeout=5)
+            self.assertEqual(down.exception.code(), grpc.StatusCode.UNAVAILABLE)
 
     # --- stream errors --------------------------------------------------------------------------
 
@@ -422,10 +446,22 @@ class Http2(GatewayTest):
         frames = c.collect(lambda fs: all(reset_of(fs, s) or any(
             isinstance(f, DataFrame) and f.stream_id == s and "END_STREAM" in f.flags for f in fs)
             for s in (1, 3, 5, 7)))
-        settings = [f for f in frames if isinstance(f, SettingsFrame) and "ACK" not in f.flags][0]
-        self.assertEqual(settings.settings[SettingsFrame.MAX_CONCURRENT_STREAMS], 2)
+        settings = {}
+        for f in frames:
+            if isinstance(f, SettingsFrame) and "ACK" not in f.flags:
+                settings.update(f.settings)
+        self.assertEqual(settings[SettingsFrame.MAX_CONCURRENT_STREAMS], 2)
         self.assertEqual([status_of(frames, s) for s in (1, 3)], [200, 200])
         self.assertEqual([reset_of(frames, s) for s in (5, 7)], [REFUSED_STREAM, REFUSED_STREAM])
+        # After the client acknowledged the cap: still refused, and the connection goes on.
+        self.assertTrue(any(isinstance(f, SettingsFrame) and "ACK" in f.flags for f in frames))
+        for sid in (9, 11, 13):
+            c.request(sid, base_headers("/api/slow?ms=500"))
+        frames = c.collect(lambda fs: reset_of(fs, 13) is not None and all(any(
+            isinstance(f, DataFrame) and f.stream_id == s and "END_STREAM" in f.flags for f in fs) for s in (9, 11)))
+        self.assertEqual([status_of(frames, s) for s in (9, 11)], [200, 200])
+        self.assertEqual(reset_of(frames, 13), REFUSED_STREAM)
+        self.assertIsNone(goaway_of(frames))
         c.close()
         self.assert_still_serving()
 
@@ -441,6 +477,7 @@ class Http2(GatewayTest):
         c.collect(timeout=5)
         self.assertTrue(c.closed)
         c.close()
+        self.assertEqual(self.metric("rategate_http2_enhance_your_calm_total", 1), 1)
         self.assert_still_serving()
 
     def test_ping_and_settings_floods(self):
@@ -557,6 +594,28 @@ class Http2(GatewayTest):
         self.assertTrue(c.closed)
         c.close()
         self.assert_still_serving()
+
+    @unittest.skipIf(SANITIZED, "ASan's shadow memory and quarantine make RSS meaningless here")
+    def test_memory_per_open_connection(self):
+        self.start(limits={"max_connections": 1000})
+        conns = [RawH2(self.gw.port) for _ in range(20)]
+        for c in conns:
+            c.request(1, base_headers("/api/anything"))
+            self.assertEqual(status_of(c.collect(lambda fs: status_of(fs, 1)), 1), 200)
+        time.sleep(0.3)
+        before = rss_kib(self.gw.pid)
+        more = [RawH2(self.gw.port) for _ in range(300)]
+        for c in more:
+            c.request(1, base_headers("/api/anything"))
+        for c in more:
+            self.assertEqual(status_of(c.collect(lambda fs: status_of(fs, 1)), 1), 200)
+        time.sleep(0.3)
+        per_connection = (rss_kib(self.gw.pid) - before) / len(more)
+        print("\nHTTP/2: %.1f KiB RSS per open connection (after one request each)" % per_connection,
+              file=sys.stderr)
+        self.assertLess(per_connection, 128)
+        for c in conns + more:
+            c.close()
 
     def test_shutdown_sends_goaway_and_finishes_streams(self):
         self.start()
