@@ -1,26 +1,16 @@
 #include "gateway/proxy/session.hpp"
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <chrono>
 #include <cstring>
-#include <optional>
 
-#include "gateway/admin/access_log.hpp"
-#include "gateway/http/error_response.hpp"
 #include "gateway/http/header_scan.hpp"
-#include "gateway/http/ratelimit_headers.hpp"
-#include "gateway/http/request_normaliser.hpp"
 #include "gateway/http2/connection.hpp"
-#include "gateway/identity/client_ip.hpp"
-#include "gateway/limiting/identity.hpp"
-#include "gateway/limiting/pipeline.hpp"
 #include "gateway/proxy/admission.hpp"
 #include "gateway/proxy/forward.hpp"
 #include "gateway/runtime/deadline.hpp"
