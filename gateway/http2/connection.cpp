@@ -172,13 +172,15 @@ class connection {
                                              milliseconds timeout, request_scope& scope);
     net::awaitable<void> forward(stream& s, runtime& rt, const config::route_config& route,
                                  const rate_headers* rate, bool grpc, request_scope& scope);
-    // Submits a response head with its body (`body`, or none) on stream `s`.
+    // Submits a response head on stream `s` with its body, or its first piece (`eof` false:
+    // the rest follows through s.out), or none.
     void respond(stream& s, unsigned status, const http::fields& fields, std::string body,
-                 bool has_body);
+                 bool has_body, bool eof = true);
     // A response the gateway made itself: as it is, or for gRPC as trailers-only.
     void respond_refusal(stream& s, http::response<http::string_body>& res, bool grpc, bool limited,
                          bool head);
-    // Waits until the stream's response body was taken by nghttp2 (or the stream closed).
+    // Waits until the stream's response body was taken by nghttp2; false when the stream or
+    // the connection ended first.
     net::awaitable<bool> drain_out(stream& s);
 
     worker& w_;
@@ -365,8 +367,11 @@ int connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
         nghttp2_session_consume_connection(c.session_, s.body_in.size());
         s.body_in.clear();
     }
-    // A reset mid-exchange: the upstream connection is abandoned (never pooled).
-    if (s.upstream) {
+    // A reset mid-exchange: the upstream connection is abandoned (never pooled), and closed
+    // now to end what the stream's coroutine awaits there. After the last DATA it stays: the
+    // coroutine returns it to the pool.
+    const bool response_sent = s.out_eof && s.out_pos >= s.out.size();
+    if (s.upstream && !response_sent) {
         error_code ignored;
         s.upstream->io.socket.close(ignored);
     }
@@ -399,7 +404,7 @@ ssize_t connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf,
 // ---- responses ----
 
 void connection::respond(stream& s, unsigned status, const http::fields& fields, std::string body,
-                         bool has_body) {
+                         bool has_body, bool eof) {
     if (s.closed || dead_) return;
     // The request gets no more of the stream's attention: its DATA is consumed as it comes.
     s.wants_body = false;
@@ -429,7 +434,7 @@ void connection::respond(stream& s, unsigned status, const http::fields& fields,
                        storage[i + 1].size(), NGHTTP2_NV_FLAG_NONE});
     s.out = std::move(body);
     s.out_pos = 0;
-    s.out_eof = true;
+    s.out_eof = eof;
     nghttp2_data_provider provider{};
     provider.source.ptr = &s;
     provider.read_callback = read_body;
@@ -471,7 +476,8 @@ net::awaitable<bool> connection::drain_out(stream& s) {
             co_return false;
         }
     }
-    co_return !s.closed && !dead_;
+    // All taken: a stream that closed because its last DATA went out ended well.
+    co_return s.out_pos >= s.out.size();
 }
 
 // ---- the stream's request ----
@@ -665,15 +671,15 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
     // RFC 9110 §6.4.1: HEAD, 204 and 304 have no body; a chunked one loses its length.
     const bool no_body = head || status == 204 || status == 304 || rp->is_done();
     if (upstream_chunked) res.erase(http::field::content_length);
-    respond(s, status, res.base(), {}, !no_body);
     if (no_body) {
+        respond(s, status, res.base(), {}, false);
         if (upstream_keep_alive && rp->is_done() && !w_.stopping) pool.release(std::move(up));
         co_return;
     }
-    s.out_eof = false;
 
     // The body: one buffer at a time, the next read only once nghttp2 took the last (the
-    // client's window is the upstream's back-pressure).
+    // client's window is the upstream's back-pressure). The head goes out with the first
+    // piece: a small response is one write.
     auto buffer = w_.take_buffer();
     struct buffer_return {
         worker& w;
@@ -681,6 +687,7 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
         ~buffer_return() { w.give_buffer(std::move(b)); }
     } give_back{w_, buffer};
     auto& body = rp->get().body();
+    bool head_sent = false;
     while (!rp->is_done()) {
         body.data = buffer.get();
         body.size = worker::relay_buffer_size;
@@ -688,6 +695,14 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
         auto [bec, bn] = co_await http::async_read_some(up->io, up->buffer, *rp, use_nothrow);
         if (bec == http::error::need_buffer) bec = {};
         if (s.closed || dead_) co_return;
+        if (bec && !head_sent) {
+            bool timed_out = up->io.timer.expired();
+            std::string message =
+                "upstream \"" + route.upstream + "\" " +
+                (timed_out ? std::string("did not respond in time") : "failed: " + bec.message());
+            fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_error", message);
+            co_return;
+        }
         if (bec) {
             spdlog::warn("upstream {} broke mid-response: {}", route.upstream, bec.message());
             reset(s, NGHTTP2_INTERNAL_ERROR);
@@ -695,23 +710,21 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
         }
         std::size_t produced = worker::relay_buffer_size - body.size;
         scope.rec.bytes_out += produced;
-        s.out.assign(buffer.get(), produced);
-        s.out_pos = 0;
-        s.out_eof = rp->is_done();
-        if (s.deferred) {
-            s.deferred = false;
-            nghttp2_session_resume_data(session_, s.id);
+        if (!head_sent) {
+            respond(s, status, res.base(), std::string(buffer.get(), produced), true,
+                    rp->is_done());
+            head_sent = true;
+        } else {
+            s.out.assign(buffer.get(), produced);
+            s.out_pos = 0;
+            s.out_eof = rp->is_done();
+            if (s.deferred) {
+                s.deferred = false;
+                nghttp2_session_resume_data(session_, s.id);
+            }
+            wake_writer_.notify();
         }
-        wake_writer_.notify();
         if (!co_await drain_out(s)) co_return;
-    }
-    if (!s.out_eof) {
-        s.out_eof = true;
-        if (s.deferred) {
-            s.deferred = false;
-            nghttp2_session_resume_data(session_, s.id);
-        }
-        wake_writer_.notify();
     }
     if (upstream_keep_alive && !w_.stopping) pool.release(std::move(up));
 }

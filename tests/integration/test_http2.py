@@ -295,6 +295,21 @@ class Http2(GatewayTest):
         self.assertNotEqual(out.returncode, 0)
         self.assertEqual(get(self.gw.port, "/api/anything").status, 200)
 
+    def test_upstream_connections_are_reused_across_protocols(self):
+        self.start()
+        c = H2Client(self.gw.port)
+        seen = []
+        for method, body in (("GET", None), ("POST", b"abc"), ("GET", None)):
+            sid = c.request("/api/anything", method, body=body)
+            self.assertTrue(c.run(lambda: c.streams[sid]["ended"]))
+            self.assertEqual(c.streams[sid]["headers"][":status"], "200")
+            seen.append(json.loads(c.streams[sid]["data"])["connection"])
+        c.close()
+        r = get(self.gw.port, "/api/anything", method="POST", body=b"xyz")
+        self.assertEqual(r.status, 200)
+        seen.append(r.json()["connection"])
+        self.assertEqual(len(set(seen)), 1, seen)  # one pooled upstream connection throughout
+
     def test_large_bodies_both_ways(self):
         self.start(http2={"initial_window_size": "64KiB"})
         up = b"0123456789abcdef" * (96 * 1024)  # 1.5 MiB (the echo upstream wants text)
