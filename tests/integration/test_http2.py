@@ -327,6 +327,21 @@ class Http2(GatewayTest):
         self.assertNotIn("transfer-encoding", c.streams[chunked]["headers"])
         c.close()
 
+    def test_body_over_max_body_bytes_is_413(self):
+        self.start(limits={"max_body_bytes": "1KiB"})
+        c = H2Client(self.gw.port)
+        sized = c.request("/api/anything", "POST", [("content-length", "2048")], body=b"x" * 2048)
+        streamed = c.request("/api/anything", "POST", body=b"y" * 4096)  # no content-length
+        grpc_sized = c.request("/api/anything", "POST", [("content-type", "application/grpc"),
+                                                         ("content-length", "2048")], body=b"z" * 2048)
+        small = c.request("/api/anything", "POST", body=b"ok")
+        self.assertTrue(c.run(c.all_done))
+        self.assertEqual(c.streams[sized]["headers"][":status"], "413")
+        self.assertEqual(c.streams[streamed]["headers"][":status"], "413")
+        self.assertEqual(c.streams[grpc_sized]["headers"]["grpc-status"], "8")
+        self.assertEqual(c.streams[small]["headers"][":status"], "200")
+        c.close()
+
     def test_head_and_204_have_no_body_and_cookies_are_joined(self):
         self.start()
         c = H2Client(self.gw.port)
