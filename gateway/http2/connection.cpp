@@ -99,7 +99,7 @@ class connection {
           guard_(rt_->cfg->http2.max_resets_per_second),
           ex_(client.get_executor()),
           wake_writer_(ex_),
-          wake_reader_(ex_) {}
+          coroutine_ended_(ex_) {}
     ~connection() {
         if (session_) nghttp2_session_del(session_);
     }
@@ -197,9 +197,10 @@ class connection {
     std::size_t coroutines_ = 0;        // stream coroutines still running
     std::optional<std::chrono::steady_clock::time_point> header_block_since_;
     bool writing_ = false, writer_done_ = false, calm_ = false, goaway_ = false;
-    bool dead_ = false;    // the connection is ending: streams stop, nothing new is submitted
-    bool broken_ = false;  // a write failed: nothing more goes out
-    wake_signal wake_writer_, wake_reader_;
+    bool dead_ = false;        // the connection is ending: streams stop, nothing new is submitted
+    bool broken_ = false;      // a write failed: nothing more goes out
+    wake_signal wake_writer_;  // output to send, or the connection ends
+    wake_signal coroutine_ended_;  // a stream coroutine or the writer ended (teardown waits)
 };
 
 // ---- nghttp2 callbacks ----
@@ -319,7 +320,7 @@ int connection::on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* se
                               }
                           }
                           --c.coroutines_;
-                          c.wake_reader_.notify();
+                          c.coroutine_ended_.notify();
                       });
         return 0;
     }
@@ -799,7 +800,7 @@ net::awaitable<void> connection::writer() {
         arm_deadline();
     }
     writer_done_ = true;
-    wake_reader_.notify();
+    coroutine_ended_.notify();
 }
 
 net::awaitable<void> connection::run(std::string_view preread) {
@@ -843,7 +844,7 @@ net::awaitable<void> connection::run(std::string_view preread) {
     ++coroutines_;  // the writer
     net::co_spawn(ex_, writer(), [this](std::exception_ptr) {
         --coroutines_;
-        wake_reader_.notify();
+        coroutine_ended_.notify();
     });
 
     auto feed = [&](const char* data, std::size_t n) {
@@ -910,7 +911,7 @@ net::awaitable<void> connection::run(std::string_view preread) {
             error_code ignored;
             client_.socket.close(ignored);
         }
-        co_await wake_reader_.wait(milliseconds(100));
+        co_await coroutine_ended_.wait(milliseconds(100));
     }
     streams_.clear();
     // Lingering close (RFC 9112 §9.6's reasoning): a close with unread input makes the kernel
