@@ -91,6 +91,18 @@ struct tls_server_config {
     std::string cert_file, key_file;
 };
 
+/// SPEC §2 `http2`: HTTP/2 (RFC 9113) on `listen`.
+struct http2_config {
+    bool enabled = true;                           ///< ALPN "h2" offered under TLS
+    bool h2c = false;                              ///< cleartext HTTP/2 with prior knowledge
+    std::uint32_t max_concurrent_streams = 100;    ///< SETTINGS_MAX_CONCURRENT_STREAMS
+    std::uint32_t initial_window_size = 1u << 20;  ///< per stream and connection, bytes
+    std::uint32_t max_resets_per_second = 100;     ///< client RST_STREAMs before GOAWAY
+};
+
+/// SPEC §2 upstream `protocol`: what the gateway speaks to the targets.
+enum class upstream_protocol { http1, h2, h2c };
+
 /// SPEC §2 upstream `tls`: HTTPS to the targets, verified unless `verify` is false.
 struct tls_client_config {
     std::optional<std::string> ca_file;      ///< absolute path; none: the system store
@@ -118,6 +130,7 @@ struct upstream_config {
     millis response_timeout{30'000};
     std::size_t max_idle_per_target = 64;
     std::optional<tls_client_config> tls;
+    upstream_protocol protocol = upstream_protocol::http1;
 };
 
 enum class algorithm {
@@ -210,6 +223,7 @@ struct config {
     int threads = 0;  ///< 0 = one per core
     std::optional<host_port> admin_listen;
     std::optional<tls_server_config> tls;
+    http2_config http2;
     limits_config limits;
     std::optional<redis_config> redis;
     identity_config identity;

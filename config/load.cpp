@@ -83,6 +83,7 @@ std::shared_ptr<const config> parse_config(const std::string& text, const std::s
         read_tls_server(*t, "tls", c, tc);
         cfg->tls = tc;
     }
+    if (auto* h = root.get("http2")) read_http2(*h, "http2", c, cfg->http2);
     if (auto* r = root.get("redis")) {
         redis_config rc;
         read_redis(*r, "redis", c, rc);

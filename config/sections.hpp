@@ -15,6 +15,7 @@ namespace rategate::config::detail {
 // server.cpp: the listener's own settings.
 void read_limits(const json& j, const std::string& path, checker& c, limits_config& out);
 void read_tls_server(const json& j, const std::string& path, checker& c, tls_server_config& out);
+void read_http2(const json& j, const std::string& path, checker& c, http2_config& out);
 void read_log(const json& j, const std::string& path, checker& c, log_config& out);
 
 // redis.cpp

@@ -1,4 +1,4 @@
-// SPEC §2, the listener's sections: `limits`, `tls`, `log` (and host_port's text form).
+// SPEC §2, the listener's sections: `limits`, `tls`, `http2`, `log` (and host_port's text form).
 #include "config/sections.hpp"
 
 namespace rategate::config {
@@ -29,6 +29,28 @@ void read_tls_server(const json& j, const std::string& path, checker& c, tls_ser
     object_reader o(j, path, c);
     if (auto p = read_file_path(o.get("cert", true), o.path("cert"), c)) out.cert_file = *p;
     if (auto p = read_file_path(o.get("key", true), o.path("key"), c)) out.key_file = *p;
+    o.finish();
+}
+
+void read_http2(const json& j, const std::string& path, checker& c, http2_config& out) {
+    object_reader o(j, path, c);
+    if (auto v = read_bool(o.get("enabled"), o.path("enabled"), c)) out.enabled = *v;
+    if (auto v = read_bool(o.get("h2c"), o.path("h2c"), c)) out.h2c = *v;
+    // RFC 9113 §6.5.2: at least 100 streams is the recommendation, 2^31-1 the largest window.
+    if (auto v = read_int(o.get("max_concurrent_streams"), o.path("max_concurrent_streams"), c, 1,
+                          1'000'000))
+        out.max_concurrent_streams = static_cast<std::uint32_t>(*v);
+    if (auto v = read_size(o.get("initial_window_size"), o.path("initial_window_size"), c, 1)) {
+        if (*v > 0x7fffffffu)
+            c.fail(o.path("initial_window_size"), "exceeds 2^31-1 bytes (RFC 9113 §6.9.1)");
+        else
+            out.initial_window_size = static_cast<std::uint32_t>(*v);
+    }
+    if (auto v = read_int(o.get("max_resets_per_second"), o.path("max_resets_per_second"), c, 1,
+                          1'000'000))
+        out.max_resets_per_second = static_cast<std::uint32_t>(*v);
+    if (out.h2c && !out.enabled)
+        c.fail(o.path("h2c"), "h2c needs HTTP/2 enabled (http2.enabled is false)");
     o.finish();
 }
 

@@ -57,7 +57,7 @@ int run_check(const std::string& file) {
                 problems.push_back(file + ": " + path + e.what());
             }
         };
-        if (cfg->tls) attempt("", [&] { gateway::make_server_tls(*cfg->tls); });
+        if (cfg->tls) attempt("", [&] { gateway::make_server_tls(*cfg->tls, cfg->http2.enabled); });
         for (const auto& [name, u] : cfg->upstreams)
             if (u.tls)
                 attempt("upstreams." + name + ".", [&] { gateway::make_client_tls(*u.tls); });

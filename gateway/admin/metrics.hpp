@@ -237,6 +237,12 @@ enum class metric_kind { counter, gauge, histogram };
       "Open WebSocket (upgraded) tunnels.")                                                                  \
     X(loop, websocket_tunnels, one, counter, counter, "rategate_websocket_tunnels_total", "", true, "",       \
       "WebSocket (upgraded) tunnels opened.")                                                                \
+    X(loop, http2_connections, one, counter, counter, "rategate_http2_connections_total", "", true, "",       \
+      "HTTP/2 client connections (ALPN h2 or h2c).")                                                         \
+    X(loop, http2_streams, one, counter, counter, "rategate_http2_streams_total", "", true, "",               \
+      "HTTP/2 streams begun as requests (each also counted in rategate_requests_total).")                   \
+    X(loop, http2_calm, one, counter, counter, "rategate_http2_enhance_your_calm_total", "", true, "",        \
+      "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM (rapid reset, floods, header-block bombs).")  \
     X(process, config_reloads, one, reload_counters, counter, "rategate_config_reloads_total", "outcome",     \
       false, "", "Configuration reloads, by outcome.")
 // clang-format on

@@ -35,26 +35,6 @@ namespace {
 
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 
-bool is_idempotent(http::verb v) {
-    switch (v) {
-        case http::verb::get:
-        case http::verb::head:
-        case http::verb::options:
-        case http::verb::put:
-        case http::verb::delete_:
-        case http::verb::trace:
-            return true;
-        default:
-            return false;
-    }
-}
-
-bool is_stale_connection_error(const error_code& ec) {
-    return ec == http::error::end_of_stream || ec == net::error::eof ||
-           ec == net::error::connection_reset || ec == net::error::broken_pipe ||
-           ec == http::error::partial_message;
-}
-
 // A request body that was neither read nor forwarded leaves the connection mid-message.
 bool can_keep_alive(const request_parser& p) {
     return p.is_done() && p.get().keep_alive();
@@ -88,6 +68,26 @@ net::awaitable<bool> open_tunnel(worker& w, runtime& rt, timed_socket& client,
 }
 
 }  // namespace
+
+bool is_idempotent(http::verb v) {
+    switch (v) {
+        case http::verb::get:
+        case http::verb::head:
+        case http::verb::options:
+        case http::verb::put:
+        case http::verb::delete_:
+        case http::verb::trace:
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool is_stale_connection_error(const error_code& ec) {
+    return ec == http::error::end_of_stream || ec == net::error::eof ||
+           ec == net::error::connection_reset || ec == net::error::broken_pipe ||
+           ec == http::error::partial_message;
+}
 
 net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, unsigned status,
                                  std::string_view code, std::string_view message, bool keep_alive,

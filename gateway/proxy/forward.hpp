@@ -33,6 +33,11 @@ struct exchange_record {
     std::string limit_layer = "-";
 };
 
+/// Methods a request may be retried with on another connection (RFC 9110 §9.2.2).
+bool is_idempotent(boost::beast::http::verb v);
+/// A pooled connection the upstream had closed, found on first use (retried once).
+bool is_stale_connection_error(const boost::system::error_code& ec);
+
 /// Proxies the request whose header `parser` holds (its body still unread in `client` /
 /// `client_buffer`) to `route`'s upstream and streams the response to the client.
 /// Error responses (502, 504, 400, 413) are written here. Returns true when the client

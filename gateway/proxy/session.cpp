@@ -1,24 +1,17 @@
 #include "gateway/proxy/session.hpp"
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <chrono>
-#include <optional>
+#include <cstring>
 
-#include "gateway/admin/access_log.hpp"
-#include "gateway/http/error_response.hpp"
 #include "gateway/http/header_scan.hpp"
-#include "gateway/http/ratelimit_headers.hpp"
-#include "gateway/http/request_normaliser.hpp"
-#include "gateway/identity/client_ip.hpp"
-#include "gateway/limiting/identity.hpp"
-#include "gateway/limiting/pipeline.hpp"
+#include "gateway/http2/connection.hpp"
+#include "gateway/proxy/admission.hpp"
 #include "gateway/proxy/forward.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "gateway/runtime/task_group.hpp"
@@ -101,32 +94,31 @@ std::string peer_address(const net::ip::tcp::socket& s) {
     return a.to_string();
 }
 
-// Counts one request in the metrics and writes its access-log line when it ends.
-struct request_scope {
-    request_scope(runtime& rt, const std::string& peer) : rt(rt), peer(peer) {}
-    ~request_scope() {
-        if (rec.status == 0) return;  // nothing was answered: the client went away
-        double us =
-            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
-                .count();
-        std::size_t r = route ? rt.route_index(*route) : rt.cfg->routes.size();
-        rt.metrics->request(r, rec.status);
-        rt.metrics->request_latency.at(r).observe_us(us);
-        if (route && rec.upstream_us >= 0)
-            rt.metrics->upstream_latency[rt.upstream_index.at(route->upstream)].observe_us(
-                rec.upstream_us);
-        if (access_log_enabled())
-            write_access_log({peer, route ? std::string_view(route->name) : std::string_view(),
-                              method, path, rec.status, rec.bytes_in, rec.bytes_out, us / 1000.0,
-                              rec.limit_outcome, rec.limit_layer, rec.upstream, rec.request_id});
+void close_socket(timed_socket& client) {
+    error_code ignored;
+    client.socket.shutdown(net::ip::tcp::socket::shutdown_send, ignored);
+    client.socket.close(ignored);
+}
+
+// Cleartext with h2c: reads while what arrived could still be the HTTP/2 client preface
+// (RFC 9113 §3.4); true once it is there. Bytes read stay in `buf` either way. The wait for
+// the first byte is idle (a stop closes the connection), like read_header_block's.
+net::awaitable<bool> starts_with_preface(timed_socket& s, beast::flat_buffer& buf,
+                                         std::chrono::milliseconds timeout) {
+    const auto preface = http2::client_preface;
+    s.timer.expires_after(timeout);
+    for (;;) {
+        auto have = buffer_view(buf);
+        auto n = std::min(have.size(), preface.size());
+        if (have.substr(0, n) != preface.substr(0, n)) co_return false;
+        if (n == preface.size()) co_return true;
+        if (have.empty()) co_await idle_cancellation();
+        auto [ec, got] = co_await s.async_read_some(buf.prepare(16 * 1024), use_nothrow);
+        co_await busy_cancellation();
+        if (ec) co_return false;
+        buf.commit(got);
     }
-    runtime& rt;
-    const std::string& peer;
-    std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-    exchange_record rec;
-    const config::route_config* route = nullptr;
-    std::string method = "-", path = "-";
-};
+}
 
 struct session_guard {
     worker& w;
@@ -154,6 +146,27 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         if (ec) {
             error_code ignored;
             client.socket.close(ignored);
+            co_return;
+        }
+    }
+
+    // HTTP/2: ALPN "h2" under TLS, or the client preface on cleartext with h2c (SPEC §3).
+    if (client.tls) {
+        const unsigned char* proto = nullptr;
+        unsigned int len = 0;
+        SSL_get0_alpn_selected(client.tls->native_handle(), &proto, &len);
+        if (len == 2 && std::memcmp(proto, "h2", 2) == 0) {
+            co_await http2::serve(w, client, {}, peer);
+            close_socket(client);
+            co_return;
+        }
+    } else if (w.rt->cfg->http2.h2c) {
+        if (co_await starts_with_preface(client, buf, w.rt->cfg->limits.header_timeout)) {
+            // The bytes read so far go on; the 16 KiB buffer is not held for the connection.
+            std::string preread(buffer_view(buf));
+            buf = beast::flat_buffer();
+            co_await http2::serve(w, client, preread, peer);
+            close_socket(client);
             co_return;
         }
     }
@@ -209,92 +222,29 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
 
         auto& req = parser.get();
         head_request = req.method() == http::verb::head;
-        // Routing, limiting and forwarding all see the normalised request (SPEC §3).
-        h1::request_line line{req.method_string(), req.target(), req.version(), 0, {}};
-        for (auto it = req.find(http::field::host);
-             it != req.end() && it->name() == http::field::host; ++it) {
-            if (line.host_count++ == 0) line.host = it->value();
-        }
-        auto normalised = h1::normalise_request(line);
-        if (normalised.error) {
-            const auto& e = *normalised.error;
-            co_await fail(e.status, e.code, e.message, false, req.version());
-            break;
-        }
-        const auto& nreq = *normalised.request;
-        if (access_log_enabled()) {
-            scope.method.assign(req.method_string());
-            scope.path = nreq.path;
-        }
-        // Rewritten only when normalising changed them: most requests pass through untouched.
-        if (!nreq.host.empty() && req[http::field::host] != nreq.host)
-            req.set(http::field::host, nreq.host);
-        if (!nreq.is_origin_form_of(req.target())) req.target(nreq.origin_form(nreq.path));
-        const auto* route =
-            rt->routes.match(req.method_string(), nreq.path, nreq.host, client.tls ? 443 : 80);
-        if (!route) {
-            bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
-            std::string message =
-                "no route for " + std::string(req.method_string()) + " " + nreq.path;
-            if (!co_await fail(404, "not_found", message, keep, req.version()) || !keep) break;
+        const admission_input in{.peer = peer,
+                                 .tls = client.tls != nullptr,
+                                 .protocol = wire_protocol::http1,
+                                 .can_keep_alive = parser.is_done() && req.keep_alive(),
+                                 .stopping = &w.stopping,
+                                 .version = req.version(),
+                                 .head = head_request};
+        auto decided = co_await admit(*rt, req, in, scope);
+        if (decided.refusal) {
+            auto& res = *decided.refusal;
+            scope.rec.status = res.result_int();
+            client.timer.expires_after(limits.idle_timeout);
+            auto [wec, wn] = co_await http::async_write(client, res, use_nothrow);
+            if (wec || !res.keep_alive() || decided.close) break;
             continue;
         }
-        scope.route = route;
-        // A presented bearer token is verified on every route; a failing one is never
-        // forwarded (SPEC §2 "User", RFC 6750 §3).
-        std::optional<std::string> jwt_user;
-        if (rt->jwt_cache) {
-            auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count();
-            auto auth = req.find(rt->cfg->identity.jwt->header);
-            auto verdict = rt->jwt_cache->verify(
-                auth == req.end() ? std::string_view{} : std::string_view(auth->value()), now_s);
-            if (verdict.what == identity::jwt_result::kind::invalid) {
-                bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
-                auto res = make_error_response(401, "invalid_token",
-                                               "invalid bearer token: " + verdict.reason, keep,
-                                               req.version());
-                res.set(http::field::www_authenticate, "Bearer error=\"invalid_token\"");
-                if (head_request) omit_body(res);
-                scope.rec.status = 401;
-                client.timer.expires_after(limits.idle_timeout);
-                auto [wec, wn] = co_await http::async_write(client, res, use_nothrow);
-                if (wec || !keep) break;
-                continue;
-            }
-            if (verdict.what == identity::jwt_result::kind::valid && !verdict.user.empty())
-                jwt_user = std::move(verdict.user);
-        }
-        std::optional<rate_headers> rate;
-        if (!route->limiters.empty()) {
-            auto route_index = rt->route_index(*route);
-            auto who = limiting::assemble_identity(*rt->cfg, *rt->policy, route_index, req, peer,
-                                                   jwt_user);
-            auto out = co_await rt->limits->check(route_index, who.view(),
-                                                  static_cast<double>(route->cost));
-            scope.rec.limit_outcome = limiting::to_string(out.what);
-            scope.rec.limit_layer = limiting::log_layer(out);
-            if (!out.forward) {
-                // The body was not read: the connection can only continue if there was none.
-                bool keep = parser.is_done() && req.keep_alive() && !w.stopping;
-                auto res =
-                    limiting::refusal_response(out, *route, keep, req.version(), head_request);
-                scope.rec.status = res.result_int();
-                client.timer.expires_after(limits.idle_timeout);
-                auto [wec, wn] = co_await http::async_write(client, res, use_nothrow);
-                if (wec || !keep) break;
-                continue;
-            }
-            rate = limiting::headers_of(out);
-        }
+        const auto* route = decided.route;
+        auto& rate = decided.rate;
         if (!co_await proxy_request(w, *rt, client, buf, parser, *route, peer,
                                     rate ? &*rate : nullptr, scope.rec))
             break;
     }
-    error_code ignored;
-    client.socket.shutdown(net::ip::tcp::socket::shutdown_send, ignored);
-    client.socket.close(ignored);
+    close_socket(client);
 }
 
 }  // namespace rategate::gateway

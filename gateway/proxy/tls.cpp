@@ -6,6 +6,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 
 namespace rategate::gateway {
 
@@ -22,26 +23,38 @@ std::string openssl_error() {
     return buf;
 }
 
-// ALPN (RFC 7301): pick "http/1.1" when the client offers it; otherwise no ALPN at all.
-int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
-                unsigned int inlen, void*) {
-    static constexpr unsigned char http11[] = {'h', 't', 't', 'p', '/', '1', '.', '1'};
+// ALPN (RFC 7301): the first of the server's protocols that the client offers; a client
+// offering none of them gets no ALPN answer. `arg` is the server's list (a static one).
+struct alpn_choice {
+    bool h2;
+};
+
+bool offers(const unsigned char* in, unsigned int inlen, std::string_view proto,
+            const unsigned char** out, unsigned char* outlen) {
     for (unsigned i = 0; i < inlen;) {
         unsigned len = in[i];
         if (i + 1 + len > inlen) break;
-        if (len == sizeof http11 && std::memcmp(in + i + 1, http11, len) == 0) {
+        if (len == proto.size() && std::memcmp(in + i + 1, proto.data(), len) == 0) {
             *out = in + i + 1;
             *outlen = static_cast<unsigned char>(len);
-            return SSL_TLSEXT_ERR_OK;
+            return true;
         }
         i += 1 + len;
     }
+    return false;
+}
+
+int select_alpn(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in,
+                unsigned int inlen, void* arg) {
+    const bool h2 = static_cast<const alpn_choice*>(arg)->h2;
+    if (h2 && offers(in, inlen, "h2", out, outlen)) return SSL_TLSEXT_ERR_OK;
+    if (offers(in, inlen, "http/1.1", out, outlen)) return SSL_TLSEXT_ERR_OK;
     return SSL_TLSEXT_ERR_NOACK;
 }
 
 }  // namespace
 
-std::shared_ptr<ssl::context> make_server_tls(const config::tls_server_config& cfg) {
+std::shared_ptr<ssl::context> make_server_tls(const config::tls_server_config& cfg, bool h2) {
     auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
     auto* native = ctx->native_handle();
     SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
@@ -56,7 +69,9 @@ std::shared_ptr<ssl::context> make_server_tls(const config::tls_server_config& c
     if (SSL_CTX_check_private_key(native) != 1)
         throw std::runtime_error("tls: the key \"" + cfg.key_file +
                                  "\" does not match the certificate \"" + cfg.cert_file + "\"");
-    SSL_CTX_set_alpn_select_cb(native, select_alpn, nullptr);
+    static const alpn_choice with_h2{true}, without_h2{false};
+    SSL_CTX_set_alpn_select_cb(native, select_alpn,
+                               const_cast<alpn_choice*>(h2 ? &with_h2 : &without_h2));
     return ctx;
 }
 

@@ -150,7 +150,7 @@ void worker::install(std::shared_ptr<const config::config> c,
     if (next->cfg->tls) {
         // A certificate that fails to load on reload keeps the previous one (SPEC §3).
         try {
-            next->tls = make_server_tls(*next->cfg->tls);
+            next->tls = make_server_tls(*next->cfg->tls, next->cfg->http2.enabled);
         } catch (const std::exception& e) {
             if (!rt || !rt->tls) throw;
             spdlog::error("TLS certificate not reloaded, the previous one stays: {}", e.what());

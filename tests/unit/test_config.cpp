@@ -409,3 +409,53 @@ TEST_CASE("redis.cluster: seed nodes, credentials beside, the over-limit cache o
               .find("redis.connections_per_thread: must be 1 with \"cluster\"") !=
           std::string::npos);
 }
+
+TEST_CASE("http2 section: defaults, sizes, and h2c without HTTP/2 refused") {
+    auto d = parse_config(with(R"("threads": 1)"), "h2.json");
+    CHECK(d->http2.enabled);
+    CHECK_FALSE(d->http2.h2c);
+    CHECK(d->http2.max_concurrent_streams == 100);
+    CHECK(d->http2.initial_window_size == 1024 * 1024);
+    CHECK(d->http2.max_resets_per_second == 100);
+    auto s = parse_config(with(R"("http2": { "h2c": true, "max_concurrent_streams": 5,
+                "initial_window_size": "64KiB", "max_resets_per_second": 7 })"),
+                          "h2.json");
+    CHECK(s->http2.h2c);
+    CHECK(s->http2.max_concurrent_streams == 5);
+    CHECK(s->http2.initial_window_size == 65536);
+    CHECK(s->http2.max_resets_per_second == 7);
+    CHECK(parse_config(with(R"("http2": { "initial_window_size": 1000 })"), "h2.json")
+              ->http2.initial_window_size == 1000);
+    CHECK(errors_of(with(R"("http2": { "enabled": false, "h2c": true })")) ==
+          "f.json: http2.h2c: h2c needs HTTP/2 enabled (http2.enabled is false)\n");
+    CHECK(errors_of(with(R"("http2": { "initial_window_size": "4GiB" })")) ==
+          "f.json: http2.initial_window_size: exceeds 2^31-1 bytes (RFC 9113 §6.9.1)\n");
+    CHECK(errors_of(with(R"("http2": { "max_concurrent_streams": 0 })"))
+              .find("f.json: http2.max_concurrent_streams: must be between 1 and") == 0);
+    CHECK(errors_of(with(R"("http2": { "h2": true })")) ==
+          "f.json: http2.h2: unknown key \"h2\" (did you mean \"h2c\"?)\n");
+}
+
+TEST_CASE("upstream protocol: http/1.1 by default; h2 and h2c refused until built") {
+    auto cfg = parse_config(R"({ "listen": "127.0.0.1:8080",
+      "upstreams": { "a": { "targets": ["127.0.0.1:1"] },
+                     "b": { "targets": ["127.0.0.1:2"], "protocol": "http/1.1" } },
+      "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "a" } ] })",
+                            "p.json");
+    CHECK(cfg->upstreams.at("a").protocol == upstream_protocol::http1);
+    CHECK(cfg->upstreams.at("b").protocol == upstream_protocol::http1);
+    for (const char* p : {"h2", "h2c"}) {
+        CAPTURE(p);
+        CHECK(errors_of(std::string(R"({ "listen": "127.0.0.1:8080",
+          "upstreams": { "a": { "targets": ["127.0.0.1:1"], "protocol": ")") +
+                        p + R"(" } },
+          "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "a" } ] })") ==
+              "f.json: upstreams.a.protocol: HTTP/2 to upstreams is not supported yet (rategate "
+              "speaks \"http/1.1\" to them)\n");
+    }
+    CHECK(errors_of(R"({ "listen": "127.0.0.1:8080",
+      "upstreams": { "a": { "targets": ["127.0.0.1:1"], "protocol": "h3" } },
+      "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "a" } ] })") ==
+          "f.json: upstreams.a.protocol: unknown value \"h3\" (expected one of \"http/1.1\", "
+          "\"h2\", \"h2c\")\n");
+}
