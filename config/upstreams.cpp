@@ -49,11 +49,6 @@ void read_upstream(const json& j, const std::string& path, checker& c, upstream_
                                                {"h2", upstream_protocol::h2},
                                                {"h2c", upstream_protocol::h2c}}))
         out.protocol = *v;
-    // HTTP/2 to upstreams (SPEC §3) is not built yet: an h2-only target (a gRPC server) would
-    // get HTTP/1.1 and fail every request, so the config says so instead.
-    if (out.protocol != upstream_protocol::http1)
-        c.fail(o.path("protocol"),
-               "HTTP/2 to upstreams is not supported yet (rategate speaks \"http/1.1\" to them)");
     o.finish();
 }
 

@@ -128,6 +128,11 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         req.set(http::field::connection, "Upgrade");
     }
 
+    if (up_cfg.protocol != config::upstream_protocol::http1)
+        co_return co_await proxy_request_h2(w, rt, client, client_buffer, parser, route,
+                                            rate_limits, record, client_version, client_keep_alive,
+                                            expect_continue);
+
     const bool has_body = !parser.is_done();
     const bool idempotent = is_idempotent(req.method());
     auto fail = [&](unsigned status, std::string_view code,

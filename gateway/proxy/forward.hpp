@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "config/config.hpp"
 
@@ -48,6 +50,22 @@ boost::asio::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket&
                                            const config::route_config& route,
                                            std::string_view peer_ip, const rate_headers* limits,
                                            exchange_record& record);
+
+/// proxy_request()'s second half for an upstream whose `protocol` is "h2" or "h2c"
+/// (forward_h2.cpp): the request head, already rewritten for the upstream, goes out as an
+/// HTTP/2 stream on a pooled connection, the body streams into DATA frames, and the response
+/// streams back framed for the client's HTTP version (trailers are not forwarded to an
+/// HTTP/1.1 client). Same errors and return value as proxy_request().
+boost::asio::awaitable<bool> proxy_request_h2(
+    worker& w, runtime& rt, timed_socket& client, boost::beast::flat_buffer& client_buffer,
+    request_parser& parser, const config::route_config& route, const rate_headers* limits,
+    exchange_record& record, unsigned client_version, bool client_keep_alive, bool expect_continue);
+
+/// The HTTP/2 header list of an HTTP/1.1 request head (RFC 9113 §8.3.1): `:method`,
+/// `:scheme`, `:authority` (from Host), `:path` (the target), then every field but Host and
+/// the connection-specific ones (§8.2.2; `te` only as "trailers"), names lower-cased.
+std::vector<std::pair<std::string, std::string>> h2_request_head(
+    const boost::beast::http::request_header<>& req, std::string_view scheme);
 
 /// `limits`, when set, are the rate-limit headers to add to the response.
 /// Writes a JSON error response (SPEC §3) to the client. Returns false if the write failed.

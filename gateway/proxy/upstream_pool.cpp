@@ -9,7 +9,9 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cerrno>
+#include <cstring>
 
+#include "gateway/http2/client.hpp"
 #include "gateway/proxy/tls.hpp"
 
 namespace rategate::gateway {
@@ -37,7 +39,13 @@ upstream_pool::upstream_pool(net::any_io_executor ex, deadline_sweeper& sweeper,
     : ex_(std::move(ex)), sweeper_(sweeper), cfg_(cfg) {
     for (const auto& t : cfg_.targets)
         targets_.push_back({t, t.to_string(), {}, {}});
-    if (cfg_.tls) tls_ = make_client_tls(*cfg_.tls);
+    // "h2" is HTTP/2 over TLS: the upstream's tls block, or the defaults (SPEC §3).
+    if (cfg_.tls || cfg_.protocol == config::upstream_protocol::h2)
+        tls_ = make_client_tls(cfg_.tls.value_or(config::tls_client_config{}));
+}
+
+upstream_pool::~upstream_pool() {
+    close_idle();
 }
 
 std::size_t upstream_pool::next_target() {
@@ -83,20 +91,35 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
     boost::system::error_code ignored;
     c->io.socket.set_option(tcp::no_delay(true), ignored);
     if (tls_) {
-        const std::string& name = cfg_.tls->server_name ? *cfg_.tls->server_name : ts.address.host;
+        const auto tls_cfg = cfg_.tls.value_or(config::tls_client_config{});
+        const std::string& name = tls_cfg.server_name ? *tls_cfg.server_name : ts.address.host;
         c->io.tls = std::make_unique<tls_stream>(c->io.socket, *tls_);
         auto* ssl = c->io.tls->native_handle();
+        const bool h2 = cfg_.protocol == config::upstream_protocol::h2;
+        if (h2) {
+            static constexpr unsigned char alpn_h2[] = {2, 'h', '2'};  // RFC 7301 §3.1
+            SSL_set_alpn_protos(ssl, alpn_h2, sizeof alpn_h2);
+        }
         // SNI (RFC 6066 §3) carries host names only, never IP literals.
         boost::system::error_code not_ip;
         net::ip::make_address(name, not_ip);
         if (not_ip) SSL_set_tlsext_host_name(ssl, name.c_str());
-        if (cfg_.tls->verify)
-            c->io.tls->set_verify_callback(net::ssl::host_name_verification(name));
+        if (tls_cfg.verify) c->io.tls->set_verify_callback(net::ssl::host_name_verification(name));
         auto [hec] =
             co_await c->io.tls->async_handshake(net::ssl::stream_base::client, use_nothrow);
         if (hec) {
             ec = c->io.timer.expired() ? make_error_code(net::error::timed_out) : hec;
             co_return nullptr;
+        }
+        if (h2) {
+            // A target whose ALPN picks anything else (or nothing) is not an HTTP/2 server.
+            const unsigned char* got = nullptr;
+            unsigned len = 0;
+            SSL_get0_alpn_selected(ssl, &got, &len);
+            if (len != 2 || std::memcmp(got, "h2", 2) != 0) {
+                ec = make_error_code(net::error::no_protocol_option);
+                co_return nullptr;
+            }
         }
     }
     ec = {};
@@ -112,14 +135,56 @@ void upstream_pool::release(std::unique_ptr<upstream_connection> c) {
 }
 
 void upstream_pool::close_idle() {
-    for (auto& t : targets_)
+    for (auto& t : targets_) {
         t.idle.clear();
+        for (auto& c : t.h2)
+            c->close_when_idle();
+        t.h2.clear();
+    }
+}
+
+net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire_h2(
+    std::size_t target, boost::system::error_code& ec, std::size_t max_header_bytes) {
+    auto& ts = targets_[target];
+    const auto give_up_at = std::chrono::steady_clock::now() + cfg_.connect_timeout;
+    for (;;) {
+        std::erase_if(ts.h2, [](const auto& c) { return !c->alive(); });
+        for (auto& c : ts.h2)
+            if (c->available()) {
+                ec = {};
+                co_return c;
+            }
+        if (!ts.h2_connecting) break;
+        // Another request of this loop is opening a connection to the target: wait for it
+        // rather than open one each (one connection per target until its stream limit).
+        if (!ts.h2_ready) ts.h2_ready = std::make_unique<http2::wake_signal>(ex_);
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+            give_up_at - std::chrono::steady_clock::now());
+        if (left.count() <= 0 || !co_await ts.h2_ready->wait(left)) {
+            ec = make_error_code(net::error::timed_out);
+            co_return nullptr;
+        }
+    }
+    ts.h2_connecting = true;
+    auto io = co_await acquire(target, ec, /*allow_reuse=*/false);
+    ts.h2_connecting = false;
+    if (ts.h2_ready) ts.h2_ready->notify();
+    if (ec) co_return nullptr;
+    http2::client_settings s;
+    s.max_header_bytes = max_header_bytes;
+    auto c = std::make_shared<http2::client_connection>(std::move(io), s);
+    c->start();
+    ts.h2.push_back(c);
+    co_return c;
 }
 
 std::size_t upstream_pool::idle_count() const {
     std::size_t n = 0;
-    for (const auto& t : targets_)
+    for (const auto& t : targets_) {
         n += t.idle.size();
+        for (const auto& c : t.h2)
+            n += c->alive() && c->active_streams() == 0;
+    }
     return n;
 }
 

@@ -11,6 +11,11 @@
 #include "config/config.hpp"
 #include "gateway/runtime/deadline.hpp"
 
+namespace rategate::gateway::http2 {
+class client_connection;
+class wake_signal;
+}  // namespace rategate::gateway::http2
+
 namespace rategate::gateway {
 
 /// One connection to an upstream target with its read buffer.
@@ -29,6 +34,7 @@ class upstream_pool {
   public:
     upstream_pool(boost::asio::any_io_executor ex, deadline_sweeper& sweeper,
                   const config::upstream_config& cfg);
+    ~upstream_pool();
 
     const config::upstream_config& settings() const { return cfg_; }
 
@@ -45,11 +51,19 @@ class upstream_pool {
     boost::asio::awaitable<std::unique_ptr<upstream_connection>> acquire(
         std::size_t target, boost::system::error_code& ec, bool allow_reuse = true);
 
+    /// HTTP/2 (`protocol` "h2" or "h2c"): a connection to `target` that can take another
+    /// stream, opened (as acquire() opens one, with ALPN "h2" under TLS: a target that picks
+    /// anything else fails with no_protocol_option) when none can. One connection per target
+    /// and event loop until the upstream's SETTINGS_MAX_CONCURRENT_STREAMS, then another.
+    /// `max_header_bytes` bounds a response head.
+    boost::asio::awaitable<std::shared_ptr<http2::client_connection>> acquire_h2(
+        std::size_t target, boost::system::error_code& ec, std::size_t max_header_bytes);
+
     /// Returns a connection whose last exchange completed cleanly to the idle pool
     /// (or closes it when the pool is full).
     void release(std::unique_ptr<upstream_connection> c);
 
-    /// Closes every idle connection.
+    /// Closes every idle connection (HTTP/2 ones once their streams end).
     void close_idle();
 
     std::size_t idle_count() const;
@@ -61,6 +75,9 @@ class upstream_pool {
         std::vector<boost::asio::ip::tcp::endpoint>
             endpoints;  ///< resolved once, refreshed on failure
         std::vector<std::unique_ptr<upstream_connection>> idle;
+        std::vector<std::shared_ptr<http2::client_connection>> h2;  ///< "h2"/"h2c" only
+        bool h2_connecting = false;                    ///< a request of this loop is opening one
+        std::unique_ptr<http2::wake_signal> h2_ready;  ///< wakes those waiting for it
     };
     boost::asio::any_io_executor ex_;
     deadline_sweeper& sweeper_;

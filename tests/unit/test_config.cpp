@@ -436,23 +436,18 @@ TEST_CASE("http2 section: defaults, sizes, and h2c without HTTP/2 refused") {
           "f.json: http2.h2: unknown key \"h2\" (did you mean \"h2c\"?)\n");
 }
 
-TEST_CASE("upstream protocol: http/1.1 by default; h2 and h2c refused until built") {
+TEST_CASE("upstream protocol: http/1.1 by default, h2 and h2c") {
     auto cfg = parse_config(R"({ "listen": "127.0.0.1:8080",
       "upstreams": { "a": { "targets": ["127.0.0.1:1"] },
-                     "b": { "targets": ["127.0.0.1:2"], "protocol": "http/1.1" } },
+                     "b": { "targets": ["127.0.0.1:2"], "protocol": "http/1.1" },
+                     "c": { "targets": ["127.0.0.1:3"], "protocol": "h2" },
+                     "d": { "targets": ["127.0.0.1:4"], "protocol": "h2c" } },
       "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "a" } ] })",
                             "p.json");
     CHECK(cfg->upstreams.at("a").protocol == upstream_protocol::http1);
     CHECK(cfg->upstreams.at("b").protocol == upstream_protocol::http1);
-    for (const char* p : {"h2", "h2c"}) {
-        CAPTURE(p);
-        CHECK(errors_of(std::string(R"({ "listen": "127.0.0.1:8080",
-          "upstreams": { "a": { "targets": ["127.0.0.1:1"], "protocol": ")") +
-                        p + R"(" } },
-          "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "a" } ] })") ==
-              "f.json: upstreams.a.protocol: HTTP/2 to upstreams is not supported yet (rategate "
-              "speaks \"http/1.1\" to them)\n");
-    }
+    CHECK(cfg->upstreams.at("c").protocol == upstream_protocol::h2);
+    CHECK(cfg->upstreams.at("d").protocol == upstream_protocol::h2c);
     CHECK(errors_of(R"({ "listen": "127.0.0.1:8080",
       "upstreams": { "a": { "targets": ["127.0.0.1:1"], "protocol": "h3" } },
       "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "a" } ] })") ==
