@@ -175,6 +175,9 @@ void client_stream::fail(std::string why) {
 void client_stream::cancel() {
     if (id_ < 0 || closed_ || cancelled_) return;
     cancelled_ = true;
+    fail("cancelled");
+    wake_.notify();  // whoever waits on the exchange sees it end
+    wake_write_.notify();
     conn_->reset(id_);
 }
 

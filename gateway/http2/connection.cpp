@@ -22,12 +22,15 @@
 
 #include "gateway/http/error_response.hpp"
 #include "gateway/http/grpc_status.hpp"
+#include "gateway/http/grpc_timeout.hpp"
 #include "gateway/http/http_head.hpp"
 #include "gateway/http/ratelimit_headers.hpp"
 #include "gateway/http/router.hpp"
+#include "gateway/http2/client.hpp"
 #include "gateway/http2/flood_guard.hpp"
 #include "gateway/http2/request_head.hpp"
 #include "gateway/proxy/admission.hpp"
+#include "gateway/proxy/forward.hpp"
 #include "gateway/proxy/header_rewrite.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "gateway/runtime/task_group.hpp"
@@ -46,23 +49,12 @@ namespace {
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 constexpr milliseconds forever{std::chrono::hours(24 * 365)};
 
-// A wake-up for one coroutine: a timer that only fires when its wait times out; notify()
-// cancels the wait. A notification while nobody waits is not kept: a waiter checks its
-// condition before it waits (one thread: nothing runs between the check and the wait).
-class wake_signal {
-  public:
-    explicit wake_signal(const net::any_io_executor& ex) : timer_(ex) {}
-    void notify() { timer_.cancel(); }
-    /// False when `timeout` passed without a notification.
-    net::awaitable<bool> wait(milliseconds timeout) {
-        timer_.expires_after(timeout);
-        auto [ec] = co_await timer_.async_wait(use_nothrow);
-        co_return ec == net::error::operation_aborted;
-    }
-
-  private:
-    net::steady_timer timer_;
-};
+std::string h2_lower(std::string_view name) {
+    std::string out(name);
+    for (auto& ch : out)
+        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return out;
+}
 
 // One stream: its request as it arrives, its response as it leaves. Shared by the
 // connection's map (while nghttp2 knows the stream) and the stream's coroutine.
@@ -85,8 +77,12 @@ struct stream {
     std::size_t out_pos = 0;
     bool out_eof = false;
     bool deferred = false;  // the data provider returned NGHTTP2_ERR_DEFERRED
+    // Trailer fields to end the response with (an HTTP/2 upstream's, gRPC's status): sent
+    // once the body is out (RFC 9113 §8.1).
+    std::vector<std::pair<std::string, std::string>> trailers;
     wake_signal wake;
     upstream_connection* upstream = nullptr;  // closed when the client resets the stream
+    client_stream* h2_upstream = nullptr;     // cancelled when the client resets the stream
 };
 
 class connection {
@@ -170,6 +166,11 @@ class connection {
     net::awaitable<send_result> send_request(stream& s, upstream_connection& up,
                                              const http::request_header<>& req, bool chunked,
                                              milliseconds timeout, request_scope& scope);
+    // forward()'s path to an upstream whose protocol is "h2" or "h2c": the stream goes on as
+    // a stream of a pooled upstream HTTP/2 connection, trailers and all (gRPC).
+    net::awaitable<void> forward_to_h2(stream& s, runtime& rt, const config::route_config& route,
+                                       const rate_headers* rate, bool grpc, request_scope& scope,
+                                       bool has_body);
     net::awaitable<void> forward(stream& s, runtime& rt, const config::route_config& route,
                                  const rate_headers* rate, bool grpc, request_scope& scope);
     // Submits a response head on stream `s` with its body, or its first piece (`eof` false:
@@ -376,6 +377,7 @@ int connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
         error_code ignored;
         s.upstream->io.socket.close(ignored);
     }
+    if (s.h2_upstream && !response_sent) s.h2_upstream->cancel();
     s.wake.notify();
     if (!s.over_cap) --c.admitted_streams_;
     c.streams_.erase(it);  // `s` is gone from here on
@@ -383,9 +385,22 @@ int connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
     return 0;
 }
 
-ssize_t connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf, std::size_t length,
-                              std::uint32_t* flags, nghttp2_data_source* src, void*) {
+ssize_t connection::read_body(nghttp2_session* session, std::int32_t, std::uint8_t* buf,
+                              std::size_t length, std::uint32_t* flags, nghttp2_data_source* src,
+                              void*) {
     auto& s = *static_cast<stream*>(src->ptr);
+    auto end_body = [&] {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (s.trailers.empty()) return;
+        // The body ends without END_STREAM: the trailers' HEADERS frame carries it.
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        std::vector<nghttp2_nv> nva;
+        for (auto& [n, v] : s.trailers)
+            nva.push_back({reinterpret_cast<std::uint8_t*>(n.data()),
+                           reinterpret_cast<std::uint8_t*>(v.data()), n.size(), v.size(),
+                           NGHTTP2_NV_FLAG_NONE});
+        nghttp2_submit_trailer(session, s.id, nva.data(), nva.size());
+    };
     std::size_t avail = s.out.size() - s.out_pos;
     if (avail == 0 && !s.out_eof) {
         s.deferred = true;
@@ -396,7 +411,7 @@ ssize_t connection::read_body(nghttp2_session*, std::int32_t, std::uint8_t* buf,
     std::memcpy(buf, s.out.data() + s.out_pos, n);
     s.out_pos += n;
     if (s.out_pos == s.out.size()) {
-        if (s.out_eof) *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (s.out_eof) end_body();
         s.wake.notify();  // drained: the coroutine may read on
     }
     return static_cast<ssize_t>(n);
@@ -593,6 +608,10 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
     scope.rec.request_id = rewrite_request_headers(req, {peer_, client_.tls ? "https" : "http"});
     if (!route.strip_prefix.empty())
         req.target(strip_path_prefix(req.target(), route.strip_prefix));
+    if (up_cfg.protocol != config::upstream_protocol::http1) {
+        co_await forward_to_h2(s, rt, route, rate, grpc, scope, has_body);
+        co_return;
+    }
     req.version(11);
     // HTTP/1.1 needs framing HTTP/2 leaves to the frames (RFC 9113 §8.1).
     const bool chunked = has_body && !cl;
@@ -728,6 +747,166 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
         if (!co_await drain_out(s)) co_return;
     }
     if (upstream_keep_alive && !w_.stopping) pool.release(std::move(up));
+}
+
+net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
+                                               const config::route_config& route,
+                                               const rate_headers* rate, bool grpc,
+                                               request_scope& scope, bool has_body) {
+    auto& req = s.head.head();
+    const auto& limits = rt.cfg->limits;
+    auto& pool = rt.pool(route.upstream);
+    const auto& up_cfg = pool.settings();
+    const bool head = req.method() == http::verb::head;
+    auto fail = [&](unsigned status, std::string_view code, std::string_view message) {
+        auto res = make_error_response(status, code, message, true);
+        scope.rec.status = status;
+        respond_refusal(s, res, grpc, false, head);
+    };
+    // SPEC §3 "gRPC": the deadline is the smaller of grpc-timeout and response_timeout, and
+    // the upstream gets what is left of it.
+    auto budget = std::chrono::duration_cast<std::chrono::microseconds>(up_cfg.response_timeout);
+    if (grpc) {
+        auto it = req.find("grpc-timeout");
+        if (it != req.end())
+            if (auto t = grpc::parse_timeout(it->value()); t && *t < budget) budget = *t;
+    }
+    const auto deadline = std::chrono::steady_clock::now() + budget;
+    auto left = [&] {
+        return std::max(
+            std::chrono::ceil<milliseconds>(deadline - std::chrono::steady_clock::now()),
+            milliseconds(1));
+    };
+
+    auto fields =
+        h2_request_head(req, up_cfg.protocol == config::upstream_protocol::h2 ? "https" : "http");
+    if (grpc) {
+        std::erase_if(fields,
+                      [](const auto& f) { return f.first == "grpc-timeout" || f.first == "te"; });
+        fields.emplace_back("te", "trailers");  // gRPC over HTTP/2 asks for it
+        fields.emplace_back(
+            "grpc-timeout",
+            grpc::format_timeout(std::chrono::duration_cast<std::chrono::microseconds>(
+                deadline - std::chrono::steady_clock::now())));
+    }
+    std::shared_ptr<client_stream> up;
+    std::size_t target = 0;
+    for (int attempt = 0; attempt < 2 && !up; ++attempt) {
+        error_code ec;
+        target = pool.next_target();
+        auto conn = co_await pool.acquire_h2(target, ec, limits.max_header_bytes);
+        if (s.closed || dead_) co_return;
+        if (ec) {
+            if (attempt == 0) continue;  // the next target, once
+            bool timed_out = ec == net::error::timed_out;
+            std::string message =
+                ec == net::error::no_protocol_option
+                    ? "upstream \"" + route.upstream + "\" did not agree to HTTP/2 (ALPN)"
+                    : (timed_out ? "timed out connecting to upstream \""
+                                 : "cannot connect to upstream \"") +
+                          route.upstream + "\"";
+            fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_unavailable",
+                 message);
+            co_return;
+        }
+        std::string why;
+        up = conn->submit(fields, has_body, why);
+        if (!up && attempt == 1) {
+            fail(502, "upstream_error", "upstream \"" + route.upstream + "\" failed: " + why);
+            co_return;
+        }
+    }
+    s.h2_upstream = up.get();
+    struct upstream_mark {
+        stream& s;
+        ~upstream_mark() { s.h2_upstream = nullptr; }
+    } unmark{s};
+    scope.rec.upstream = pool.target_name(target);
+    const auto sent_at = std::chrono::steady_clock::now();
+
+    // The request body as DATA arrives; each piece's window goes back to the client once the
+    // upstream's stream took it (a slow upstream slows the client).
+    while (has_body) {
+        while (s.body_in.empty() && !s.end_of_request && !s.closed && !dead_) {
+            bool woken = co_await s.wake.wait(limits.idle_timeout);
+            if (!woken && s.body_in.empty() && !s.end_of_request && !s.closed) {
+                reset(s, NGHTTP2_CANCEL);  // the client stopped sending its body
+                co_return;
+            }
+        }
+        if (s.closed || dead_ || s.refused) co_return;
+        std::string piece;
+        piece.swap(s.body_in);
+        const auto n = piece.size();
+        scope.rec.bytes_in += n;
+        if (scope.rec.bytes_in > limits.max_body_bytes) {
+            up->cancel();
+            fail(413, "body_too_large", "request body exceeds max_body_bytes");
+            co_return;
+        }
+        const bool end = s.end_of_request;
+        bool taken = co_await up->write(piece, end, left());
+        if (s.closed || dead_) co_return;
+        consume(&s, n);
+        if (!taken || end) break;  // on failure the upstream's answer (or none) says why
+    }
+    s.wants_body = false;
+
+    bool answered = co_await up->read_head(left());
+    if (s.closed || dead_) co_return;
+    if (!answered) {
+        bool timed_out = up->timed_out();
+        std::string message =
+            "upstream \"" + route.upstream + "\" " +
+            (timed_out ? std::string("did not respond in time") : "failed: " + up->error());
+        fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_error", message);
+        co_return;
+    }
+    scope.rec.upstream_us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent_at)
+            .count();
+    const unsigned status = up->status();
+    scope.rec.status = status;
+    auto& res = up->headers();
+    rewrite_response_headers(res, scope.rec.request_id);
+    if (rate) apply_rate_headers(res, route.headers, *rate, /*keep_stricter_backend=*/true);
+    if (up->done()) {
+        // Headers only (a gRPC trailers-only answer, a 204): one HEADERS frame.
+        respond(s, status, res, {}, false);
+        co_return;
+    }
+    respond(s, status, res, {}, !head, /*eof=*/false);
+    if (head) co_return;
+    // The body piece by piece as it arrives (a server-streaming call message by message), the
+    // next read only once nghttp2 took the last; then the upstream's trailers.
+    for (;;) {
+        std::string piece;
+        bool got = co_await up->read_body(piece, grpc ? left() : up_cfg.response_timeout);
+        if (s.closed || dead_) co_return;
+        if (!got) {
+            spdlog::warn("upstream {} broke mid-response: {}", route.upstream, up->error());
+            reset(s, up->timed_out() ? NGHTTP2_CANCEL : NGHTTP2_INTERNAL_ERROR);
+            co_return;
+        }
+        const auto n = piece.size();
+        scope.rec.bytes_out += n;
+        const bool last = up->done();
+        if (last)
+            for (const auto& f : up->trailers())
+                s.trailers.emplace_back(h2_lower(f.name_string()), std::string(f.value()));
+        s.out = std::move(piece);
+        s.out_pos = 0;
+        s.out_eof = last;
+        if (s.deferred) {
+            s.deferred = false;
+            nghttp2_session_resume_data(session_, s.id);
+        }
+        wake_writer_.notify();
+        bool drained = co_await drain_out(s);
+        if (!drained) co_return;
+        up->consumed(n);
+        if (last) co_return;
+    }
 }
 
 // ---- the connection ----
