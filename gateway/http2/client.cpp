@@ -72,7 +72,10 @@ struct client_connection::callbacks {
         auto& c = conn(self);
         switch (f->hd.type) {
             case NGHTTP2_SETTINGS:
-                if (!(f->hd.flags & NGHTTP2_FLAG_ACK)) c.settings_received_ = true;
+                if (!(f->hd.flags & NGHTTP2_FLAG_ACK)) {
+                    c.settings_received_ = true;
+                    c.settings_ready_.notify();
+                }
                 return 0;
             case NGHTTP2_GOAWAY:
                 c.goaway_ = true;
@@ -250,7 +253,10 @@ net::awaitable<bool> client_stream::read_body(std::string& out, milliseconds tim
 
 client_connection::client_connection(std::unique_ptr<upstream_connection> io,
                                      const client_settings& s)
-    : io_(std::move(io)), settings_(s), wake_writer_(io_->io.get_executor()) {
+    : io_(std::move(io)),
+      settings_(s),
+      wake_writer_(io_->io.get_executor()),
+      settings_ready_(io_->io.get_executor()) {
     nghttp2_session_callbacks* cb = nullptr;
     nghttp2_session_callbacks_new(&cb);
     nghttp2_session_callbacks_set_on_header_callback(cb, &callbacks::on_header);
@@ -285,6 +291,16 @@ void client_connection::start() {
     auto ex = io_->io.get_executor();
     net::co_spawn(ex, reader(shared_from_this()), net::detached);
     net::co_spawn(ex, writer(shared_from_this()), net::detached);
+}
+
+net::awaitable<bool> client_connection::wait_settings(milliseconds timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (!settings_received_ && !dead_) {
+        auto left = std::chrono::ceil<milliseconds>(until - std::chrono::steady_clock::now());
+        if (left.count() <= 0) co_return false;
+        co_await settings_ready_.wait(left);
+    }
+    co_return settings_received_ && !dead_;
 }
 
 bool client_connection::available() const {
@@ -363,6 +379,7 @@ void client_connection::fail_all(const std::string& why) {
     if (dead_) return;
     dead_ = true;
     dead_reason_ = why;
+    settings_ready_.notify();
     for (auto& [id, s] : streams_) {
         s->fail(why);
         s->wake_.notify();

@@ -138,6 +138,10 @@ class client_connection : public std::enable_shared_from_this<client_connection>
     /// Sends the connection preface and SETTINGS and starts reading and writing.
     void start();
 
+    /// Waits until the upstream's first SETTINGS arrived (its stream limit is known), up to
+    /// `timeout`. False when the connection failed or the time passed.
+    boost::asio::awaitable<bool> wait_settings(std::chrono::milliseconds timeout);
+
     /// A request on a new stream: `head` is the pseudo-headers (`:method`, `:scheme`,
     /// `:authority`, `:path`) then the fields, names lower-case; `has_body` keeps the stream
     /// open for write(). Null, with `why`, when the connection cannot take a stream.
@@ -181,6 +185,7 @@ class client_connection : public std::enable_shared_from_this<client_connection>
     std::map<std::int32_t, client_stream*> streams_;  ///< the live client_stream objects
     std::uint32_t open_streams_ = 0;                  ///< streams nghttp2 has not closed
     wake_signal wake_writer_;
+    wake_signal settings_ready_;
     bool dead_ = false, goaway_ = false, closing_ = false, goaway_sent_ = false;
     bool settings_received_ = false;
     std::string dead_reason_;

@@ -854,6 +854,21 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
 
     bool answered = co_await up->read_head(left());
     if (s.closed || dead_) co_return;
+    if (!answered && up->refused() && !has_body) {
+        // REFUSED_STREAM (or past a GOAWAY): the upstream did nothing with it (RFC 9113
+        // §8.7), so it goes once more, on a connection that takes it.
+        error_code ec;
+        auto conn = co_await pool.acquire_h2(target, ec, limits.max_header_bytes);
+        if (s.closed || dead_) co_return;
+        std::string why;
+        if (!ec)
+            if (auto again = conn->submit(fields, false, why)) {
+                up = std::move(again);
+                s.h2_upstream = up.get();
+                answered = co_await up->read_head(left());
+                if (s.closed || dead_) co_return;
+            }
+    }
     if (!answered) {
         bool timed_out = up->timed_out();
         std::string message =

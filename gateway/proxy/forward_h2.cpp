@@ -159,6 +159,18 @@ net::awaitable<bool> proxy_request_h2(worker& w, runtime& rt, timed_socket& clie
     }
 
     bool answered = co_await stream->read_head(up_cfg.response_timeout);
+    if (!answered && stream->refused() && !has_body) {
+        // REFUSED_STREAM (or past a GOAWAY): the upstream did nothing with it (RFC 9113
+        // §8.7), so it goes once more, on a connection that takes it.
+        error_code ec;
+        auto conn = co_await pool.acquire_h2(target, ec, limits.max_header_bytes);
+        std::string why;
+        if (!ec)
+            if (auto again = conn->submit(head, false, why)) {
+                stream = std::move(again);
+                answered = co_await stream->read_head(up_cfg.response_timeout);
+            }
+    }
     if (!answered) {
         bool timed_out = stream->timed_out();
         std::string message =

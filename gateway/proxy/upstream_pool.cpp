@@ -166,14 +166,27 @@ net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire
         }
     }
     ts.h2_connecting = true;
+    struct connecting_mark {
+        target_state& ts;
+        ~connecting_mark() {
+            ts.h2_connecting = false;
+            if (ts.h2_ready) ts.h2_ready->notify();
+        }
+    } mark{ts};
     auto io = co_await acquire(target, ec, /*allow_reuse=*/false);
-    ts.h2_connecting = false;
-    if (ts.h2_ready) ts.h2_ready->notify();
     if (ec) co_return nullptr;
     http2::client_settings s;
     s.max_header_bytes = max_header_bytes;
     auto c = std::make_shared<http2::client_connection>(std::move(io), s);
     c->start();
+    // Streams wait for the upstream's SETTINGS (within connect_timeout): until then its
+    // stream limit is unknown, and a burst of requests could open more streams than it takes.
+    bool ready = co_await c->wait_settings(cfg_.connect_timeout);
+    if (!ready) {
+        c->close_when_idle();
+        ec = make_error_code(c->alive() ? net::error::timed_out : net::error::connection_reset);
+        co_return nullptr;
+    }
     ts.h2.push_back(c);
     co_return c;
 }

@@ -136,7 +136,7 @@ class HttpTwoUpstream(GatewayTest):
 
         def slow(i):
             r = get(gw.port, "/slow/%d" % i, {"X-Delay-Ms": "400"})
-            return r.status, r.json()["connection"]
+            return r.status, r.json().get("connection", r.body[:200])
 
         with concurrent.futures.ThreadPoolExecutor(9) as pool:
             got = list(pool.map(slow, range(9)))
