@@ -60,7 +60,7 @@ std::string h2_lower(std::string_view name) {
 // connection's map (while nghttp2 knows the stream) and the stream's coroutine.
 struct stream {
     stream(std::int32_t id, std::size_t max_header_bytes, const net::any_io_executor& ex)
-        : id(id), head(max_header_bytes), wake(ex) {}
+        : id(id), head(max_header_bytes), wake(ex), wake_in(ex) {}
     std::int32_t id;
     request_head_builder head;
     bool in_trailers = false;     // a HEADERS block after the request's
@@ -81,6 +81,11 @@ struct stream {
     // once the body is out (RFC 9113 §8.1).
     std::vector<std::pair<std::string, std::string>> trailers;
     wake_signal wake;
+    // The request side's own wake-up while a pump forwards the body beside the response
+    // (an HTTP/2 upstream: bidirectional streaming). Two waiters never share one signal.
+    wake_signal wake_in;
+    bool pumping = false;         // a pump owns body_in: a response does not end the request
+    bool body_too_large = false;  // the pump saw more than max_body_bytes
     upstream_connection* upstream = nullptr;  // closed when the client resets the stream
     client_stream* h2_upstream = nullptr;     // cancelled when the client resets the stream
 };
@@ -168,6 +173,10 @@ class connection {
                                              milliseconds timeout, request_scope& scope);
     // forward()'s path to an upstream whose protocol is "h2" or "h2c": the stream goes on as
     // a stream of a pooled upstream HTTP/2 connection, trailers and all (gRPC).
+    // Forwards the request body of `sp` to `up` as it arrives, beside the response.
+    net::awaitable<void> pump_body(std::shared_ptr<stream> sp, std::shared_ptr<client_stream> up,
+                                   std::uint64_t max_body, milliseconds idle,
+                                   milliseconds write_timeout);
     net::awaitable<void> forward_to_h2(stream& s, runtime& rt, const config::route_config& route,
                                        const rate_headers* rate, bool grpc, request_scope& scope,
                                        bool has_body);
@@ -330,10 +339,12 @@ int connection::on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* se
         if (auto cl = s->head.content_length(); cl && *cl != s->body_received) {
             c.reset(*s, NGHTTP2_PROTOCOL_ERROR);
             s->wake.notify();
+            s->wake_in.notify();
             return 0;
         }
         s->end_of_request = true;
         s->wake.notify();
+        s->wake_in.notify();
     }
     return 0;
 }
@@ -347,6 +358,7 @@ int connection::on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id,
         if (auto cl = s->head.content_length(); cl && s->body_received > *cl) {
             c.reset(*s, NGHTTP2_PROTOCOL_ERROR);
             s->wake.notify();
+            s->wake_in.notify();
         }
     }
     if (!s || s->refused || !s->wants_body) {
@@ -356,6 +368,7 @@ int connection::on_data_chunk(nghttp2_session*, std::uint8_t, std::int32_t id,
     }
     s->body_in.append(reinterpret_cast<const char*>(data), len);
     s->wake.notify();
+    s->wake_in.notify();
     return 0;
 }
 
@@ -379,6 +392,7 @@ int connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
     }
     if (s.h2_upstream && !response_sent) s.h2_upstream->cancel();
     s.wake.notify();
+    s.wake_in.notify();
     if (!s.over_cap) --c.admitted_streams_;
     c.streams_.erase(it);  // `s` is gone from here on
     if (--c.open_streams_ == 0) c.arm_deadline();
@@ -422,9 +436,12 @@ ssize_t connection::read_body(nghttp2_session* session, std::int32_t, std::uint8
 void connection::respond(stream& s, unsigned status, const http::fields& fields, std::string body,
                          bool has_body, bool eof) {
     if (s.closed || dead_) return;
-    // The request gets no more of the stream's attention: its DATA is consumed as it comes.
-    s.wants_body = false;
-    if (!s.body_in.empty()) consume(&s, std::exchange(s.body_in, {}).size());
+    // The request gets no more of the stream's attention: its DATA is consumed as it comes
+    // (unless a pump still forwards it: a streaming call answers while its request goes on).
+    if (!s.pumping) {
+        s.wants_body = false;
+        if (!s.body_in.empty()) consume(&s, std::exchange(s.body_in, {}).size());
+    }
     std::vector<std::string> storage;
     storage.reserve(2 * 32);
     std::vector<nghttp2_nv> nva;
@@ -749,6 +766,45 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
     if (upstream_keep_alive && !w_.stopping) pool.release(std::move(up));
 }
 
+net::awaitable<void> connection::pump_body(std::shared_ptr<stream> sp,
+                                           std::shared_ptr<client_stream> up,
+                                           std::uint64_t max_body, milliseconds idle,
+                                           milliseconds write_timeout) {
+    auto& s = *sp;
+    std::uint64_t sent = 0;
+    std::string piece;
+    for (;;) {
+        while (s.body_in.empty() && !s.end_of_request && !s.closed && !dead_) {
+            bool woken = co_await s.wake_in.wait(idle);
+            if (!woken && s.body_in.empty() && !s.end_of_request && !s.closed) {
+                reset(s, NGHTTP2_CANCEL);  // the client stopped sending its body
+                up->cancel();
+                break;
+            }
+        }
+        if (s.closed || dead_ || s.refused) break;
+        piece.clear();
+        piece.swap(s.body_in);
+        const auto n = piece.size();
+        sent += n;
+        if (sent > max_body) {
+            s.body_too_large = true;
+            up->cancel();
+            break;
+        }
+        const bool end = s.end_of_request;
+        bool taken = co_await up->write(piece, end, write_timeout);
+        if (s.closed || dead_) break;
+        // The piece's window goes back to the client once the upstream took it (a slow
+        // upstream slows the client, RFC 9113 §5.2).
+        consume(&s, n);
+        if (!taken || end) break;
+    }
+    s.pumping = false;
+    s.wants_body = false;
+    if (!s.closed && !dead_ && !s.body_in.empty()) consume(&s, std::exchange(s.body_in, {}).size());
+}
+
 net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
                                                const config::route_config& route,
                                                const rate_headers* rate, bool grpc,
@@ -824,33 +880,24 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
     scope.rec.upstream = pool.target_name(target);
     const auto sent_at = std::chrono::steady_clock::now();
 
-    // The request body as DATA arrives; each piece's window goes back to the client once the
-    // upstream's stream took it (a slow upstream slows the client).
-    while (has_body) {
-        while (s.body_in.empty() && !s.end_of_request && !s.closed && !dead_) {
-            bool woken = co_await s.wake.wait(limits.idle_timeout);
-            if (!woken && s.body_in.empty() && !s.end_of_request && !s.closed) {
-                reset(s, NGHTTP2_CANCEL);  // the client stopped sending its body
-                co_return;
-            }
-        }
-        if (s.closed || dead_ || s.refused) co_return;
-        std::string piece;
-        piece.swap(s.body_in);
-        const auto n = piece.size();
-        scope.rec.bytes_in += n;
-        if (scope.rec.bytes_in > limits.max_body_bytes) {
-            up->cancel();
-            fail(413, "body_too_large", "request body exceeds max_body_bytes");
-            co_return;
-        }
-        const bool end = s.end_of_request;
-        bool taken = co_await up->write(piece, end, left());
-        if (s.closed || dead_) co_return;
-        consume(&s, n);
-        if (!taken || end) break;  // on failure the upstream's answer (or none) says why
+    // The request body goes on beside the response (a bidirectional streaming call answers
+    // while its request stream goes on): a pump of its own, counted like a stream coroutine.
+    if (has_body) {
+        auto it = streams_.find(s.id);
+        if (it == streams_.end()) co_return;
+        s.pumping = true;
+        ++coroutines_;
+        const auto write_timeout = grpc ? left() : up_cfg.response_timeout;
+        net::co_spawn(
+            ex_,
+            pump_body(it->second, up, limits.max_body_bytes, limits.idle_timeout, write_timeout),
+            [this](std::exception_ptr) {
+                --coroutines_;
+                coroutine_ended_.notify();
+            });
+    } else {
+        s.wants_body = false;
     }
-    s.wants_body = false;
 
     bool answered = co_await up->read_head(left());
     if (s.closed || dead_) co_return;
@@ -868,6 +915,11 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
                 answered = co_await up->read_head(left());
                 if (s.closed || dead_) co_return;
             }
+    }
+    scope.rec.bytes_in = s.body_received;
+    if (!answered && s.body_too_large) {
+        fail(413, "body_too_large", "request body exceeds max_body_bytes");
+        co_return;
     }
     if (!answered) {
         bool timed_out = up->timed_out();
@@ -1094,6 +1146,7 @@ net::awaitable<void> connection::run(std::string_view preread) {
         }
         s->closed = true;
         s->wake.notify();
+        s->wake_in.notify();
     }
     wake_writer_.notify();
     // The writer gets a second to send what is left to a client that reads; then the socket

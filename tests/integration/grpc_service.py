@@ -9,6 +9,8 @@
                      time the server saw left (its context's time_remaining) goes back as
                      trailing metadata `x-time-remaining-ms`
   /test.Echo/Fail    aborts with PERMISSION_DENIED "no"
+  /test.Echo/Chat    bidirectional streaming: answers each request message b"m" with b"echo:m"
+                     at once, while the request stream goes on
 """
 import argparse
 import sys
@@ -43,6 +45,11 @@ def sleep(request, context):
     return b"awake"
 
 
+def chat(requests, context):
+    for m in requests:
+        yield b"echo:" + m
+
+
 def fail(request, context):
     context.abort(grpc.StatusCode.PERMISSION_DENIED, "no")
 
@@ -57,6 +64,7 @@ def main():
         "Count": grpc.unary_stream_rpc_method_handler(count, **ident),
         "Sleep": grpc.unary_unary_rpc_method_handler(sleep, **ident),
         "Fail": grpc.unary_unary_rpc_method_handler(fail, **ident),
+        "Chat": grpc.stream_stream_rpc_method_handler(chat, **ident),
     })
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
     server.add_generic_rpc_handlers((handler,))

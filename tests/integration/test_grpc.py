@@ -86,6 +86,31 @@ class GrpcThroughTheGateway(GatewayTest):
         # One message every 50 ms: the first arrives long before the last is written.
         self.assertLess(seen[0][1], seen[-1][1] - 0.25, seen)
 
+    def test_bidirectional_streaming_answers_while_the_request_goes_on(self):
+        # Ping-pong: each message is sent only after the answer to the previous one came back,
+        # so a gateway that waited for the end of the request stream would hang here.
+        import queue
+        svc = self.track(GrpcService())
+        self.make(svc.port)
+        outbox = queue.Queue()
+
+        def requests():
+            while True:
+                m = outbox.get()
+                if m is None:
+                    return
+                yield m
+
+        chat = self.channel.stream_stream("/test.Echo/Chat", **IDENT)
+        replies = chat(requests(), timeout=10)
+        got = []
+        for i in range(5):
+            outbox.put(b"m%d" % i)
+            got.append(next(replies))
+        outbox.put(None)
+        self.assertEqual(list(replies), [])
+        self.assertEqual(got, [b"echo:m%d" % i for i in range(5)])
+
     def test_deadline_is_the_smaller_of_grpc_timeout_and_response_timeout(self):
         svc = self.track(GrpcService())
         self.make(svc.port, response_timeout="2s")
