@@ -638,12 +638,8 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
     auto up = co_await pool.acquire(pool.next_target(), ec);
     if (s.closed || dead_) co_return;
     if (ec) {
-        bool timed_out = ec == net::error::timed_out;
-        std::string message =
-            (timed_out ? "timed out connecting to upstream \"" : "cannot connect to upstream \"") +
-            route.upstream + "\"";
-        fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_unavailable",
-             message);
+        auto f = describe_connect_failure(ec, route.upstream);
+        fail(f.status, f.code, f.message);
         co_return;
     }
     s.upstream = up.get();
@@ -854,15 +850,8 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
         if (s.closed || dead_) co_return;
         if (ec) {
             if (attempt == 0) continue;  // the next target, once
-            bool timed_out = ec == net::error::timed_out;
-            std::string message =
-                ec == net::error::no_protocol_option
-                    ? "upstream \"" + route.upstream + "\" did not agree to HTTP/2 (ALPN)"
-                    : (timed_out ? "timed out connecting to upstream \""
-                                 : "cannot connect to upstream \"") +
-                          route.upstream + "\"";
-            fail(timed_out ? 504 : 502, timed_out ? "upstream_timeout" : "upstream_unavailable",
-                 message);
+            auto f = describe_connect_failure(ec, route.upstream);
+            fail(f.status, f.code, f.message);
             co_return;
         }
         std::string why;

@@ -69,6 +69,17 @@ net::awaitable<bool> open_tunnel(worker& w, runtime& rt, timed_socket& client,
 
 }  // namespace
 
+connect_failure describe_connect_failure(const error_code& ec, std::string_view upstream) {
+    const bool timed_out = ec == net::error::timed_out;
+    std::string name = "\"" + std::string(upstream) + "\"";
+    std::string message = ec == net::error::no_protocol_option
+                              ? "upstream " + name + " did not agree to HTTP/2 (ALPN)"
+                          : timed_out ? "timed out connecting to upstream " + name
+                                      : "cannot connect to upstream " + name;
+    return {timed_out ? 504u : 502u, timed_out ? "upstream_timeout" : "upstream_unavailable",
+            std::move(message)};
+}
+
 bool is_idempotent(http::verb v) {
     switch (v) {
         case http::verb::get:
@@ -151,12 +162,8 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     up = co_await pool.acquire(pool.next_target(), ec);
     if (ec && idempotent) up = co_await pool.acquire(pool.next_target(), ec);
     if (ec) {
-        bool timed_out = ec == net::error::timed_out;
-        std::string message =
-            (timed_out ? "timed out connecting to upstream \"" : "cannot connect to upstream \"") +
-            route.upstream + "\"";
-        co_return co_await fail(timed_out ? 504 : 502,
-                                timed_out ? "upstream_timeout" : "upstream_unavailable", message);
+        auto f = describe_connect_failure(ec, route.upstream);
+        co_return co_await fail(f.status, f.code, f.message);
     }
 
     auto buffer = w.take_buffer();

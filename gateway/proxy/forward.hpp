@@ -35,6 +35,17 @@ struct exchange_record {
     std::string limit_layer = "-";
 };
 
+/// What the client is told when no connection to an upstream could be had (SPEC §3): 504
+/// `upstream_timeout` when connecting timed out, else 502 `upstream_unavailable`, the message
+/// naming the upstream (and ALPN when an "h2" target would not speak HTTP/2).
+struct connect_failure {
+    unsigned status;
+    std::string_view code;
+    std::string message;
+};
+connect_failure describe_connect_failure(const boost::system::error_code& ec,
+                                         std::string_view upstream);
+
 /// Methods a request may be retried with on another connection (RFC 9110 §9.2.2).
 bool is_idempotent(boost::beast::http::verb v);
 /// A pooled connection the upstream had closed, found on first use (retried once).

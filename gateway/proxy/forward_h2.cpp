@@ -96,16 +96,8 @@ net::awaitable<bool> proxy_request_h2(worker& w, runtime& rt, timed_socket& clie
         auto conn = co_await pool.acquire_h2(target, ec, limits.max_header_bytes);
         if (ec) {
             if (attempt == 0 && !has_body) continue;  // the next target, once
-            bool timed_out = ec == net::error::timed_out;
-            std::string message =
-                ec == net::error::no_protocol_option
-                    ? "upstream \"" + route.upstream + "\" did not agree to HTTP/2 (ALPN)"
-                    : (timed_out ? "timed out connecting to upstream \""
-                                 : "cannot connect to upstream \"") +
-                          route.upstream + "\"";
-            co_return co_await fail(timed_out ? 504 : 502,
-                                    timed_out ? "upstream_timeout" : "upstream_unavailable",
-                                    message);
+            auto f = describe_connect_failure(ec, route.upstream);
+            co_return co_await fail(f.status, f.code, f.message);
         }
         std::string why;
         stream = conn->submit(head, has_body, why);
