@@ -57,6 +57,18 @@ const char* to_string(limiter_outcome o) {
     return "?";
 }
 
+const char* to_string(request_protocol p) {
+    switch (p) {
+        case request_protocol::http1:
+            return "http/1.1";
+        case request_protocol::http2:
+            return "h2";
+        case request_protocol::count_:
+            break;
+    }
+    return "?";
+}
+
 const char* to_string(reload_outcome o) {
     switch (o) {
         case reload_outcome::success:

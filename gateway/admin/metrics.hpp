@@ -129,6 +129,9 @@ class lazy_slots {
 /// Outcomes of limiter decisions (SPEC §4).
 enum class limiter_outcome { allowed, limited, shadow_limited, error, delayed, denied, count_ };
 const char* to_string(limiter_outcome o);
+/// The protocol a request came in over (SPEC §3: HTTP/1.1 and HTTP/2 streams alike).
+enum class request_protocol { http1, http2, count_ };
+const char* to_string(request_protocol p);
 /// Outcomes of configuration reloads.
 enum class reload_outcome { success, failure, count_ };
 const char* to_string(reload_outcome o);
@@ -140,6 +143,7 @@ struct by_enum : std::array<C, static_cast<std::size_t>(E::count_)> {
 };
 using outcome_counters = by_enum<limiter_outcome>;
 using reload_counters = by_enum<reload_outcome, std::atomic<std::uint64_t>>;
+using protocol_counters = by_enum<request_protocol>;
 /// A level moved by any thread, or a copy of a total kept elsewhere (a Redis connection's),
 /// stored rather than added to; read with a relaxed load.
 using gauge = std::atomic<std::int64_t>;
@@ -183,6 +187,9 @@ enum class metric_kind { counter, gauge, histogram };
 #define RATEGATE_METRICS(X)                                                                                   \
     X(loop, requests_, per_route, status_counters, counter, "rategate_requests_total", "route,status", true,   \
       "routes/statuses", "Requests answered, by route and status.")                                          \
+    X(loop, requests_by_protocol, per_route, protocol_counters, counter,                                      \
+      "rategate_requests_by_protocol_total", "route,protocol", true, "",                                     \
+      "Requests answered, by route and protocol (http/1.1, h2; also in rategate_requests_total).")          \
     X(loop, request_latency, per_route, histogram, histogram, "rategate_request_duration_seconds", "route",   \
       true, "routes/latency", "Time from the request header to the end of the response.")                    \
     X(loop, upstream_latency, per_upstream, histogram, histogram, "rategate_upstream_duration_seconds",       \
@@ -299,8 +306,10 @@ struct loop_metrics {
     RATEGATE_METRICS(RATEGATE_LOOP_METRIC_MEMBER)
 
     /// Requests by route (index; routes.size() = no route) and status (100..599).
-    void request(std::size_t route, unsigned status) {
+    void request(std::size_t route, unsigned status,
+                 request_protocol protocol = request_protocol::http1) {
         requests_.at(route).add(status < 600 ? status : 599);
+        requests_by_protocol.at(route)[static_cast<std::size_t>(protocol)].add();
     }
     std::atomic<int> redis_state{-1};  ///< -1 not configured, 0 connected, 1 degraded, 2 down
 

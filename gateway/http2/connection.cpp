@@ -570,6 +570,7 @@ net::awaitable<void> connection::run_stream(std::shared_ptr<stream> sp) {
     auto& s = *sp;
     auto rt = w_.rt;  // a stream runs on the runtime in force when it starts
     request_scope scope(*rt, peer_);
+    scope.protocol = request_protocol::http2;
     auto& req = s.head.head();
     const bool grpc = is_grpc_content_type(req[http::field::content_type]);
     const bool head = req.method() == http::verb::head;

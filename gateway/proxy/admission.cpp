@@ -28,7 +28,7 @@ request_scope::~request_scope() {
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
             .count();
     std::size_t r = route ? rt.route_index(*route) : rt.cfg->routes.size();
-    rt.metrics->request(r, rec.status);
+    rt.metrics->request(r, rec.status, protocol);
     rt.metrics->request_latency.at(r).observe_us(us);
     if (route && rec.upstream_us >= 0)
         rt.metrics->upstream_latency[rt.upstream_index.at(route->upstream)].observe_us(

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "config/config.hpp"
+#include "gateway/admin/metrics.hpp"
 #include "gateway/http/ratelimit_headers.hpp"
 #include "gateway/proxy/forward.hpp"
 
@@ -66,6 +67,7 @@ struct request_scope {
     exchange_record rec;
     const config::route_config* route = nullptr;
     std::string method = "-", path = "-";
+    request_protocol protocol = request_protocol::http1;  ///< for the metrics
 };
 
 /// Decides request `req` (SPEC §3, in this order): normalise Host and target (the errors of

@@ -378,6 +378,9 @@ class Http2(GatewayTest):
         self.assertEqual(get(self.gw.port, "/lim/x", {"X-User-Id": "bob"}).status, 200)
         self.assertGreaterEqual(self.metric("rategate_http2_streams_total", 20), 20)
         self.assertGreaterEqual(self.metric("rategate_http2_connections_total", 1), 1)
+        # Requests by protocol: the 20 streams as h2, the two HTTP/1.1 requests as http/1.1.
+        self.assertEqual(self.metric('rategate_requests_by_protocol_total{route="lim",protocol="h2"}', 20), 20)
+        self.assertEqual(self.metric('rategate_requests_by_protocol_total{route="lim",protocol="http/1.1"}', 2), 2)
 
     def test_grpc_refusals_are_trailers_only(self):
         self.start()
