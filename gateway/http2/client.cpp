@@ -204,6 +204,7 @@ net::awaitable<bool> client_stream::write(std::string_view data, bool end, milli
         bool woken = co_await wake_write_.wait(timeout);
         if (!woken) {
             timed_out_ = true;
+            conn_->close_when_idle();  // retire_on_timeout (client.hpp)
             fail("upstream did not take the request body in time");
             cancel();
             co_return false;
@@ -222,6 +223,7 @@ net::awaitable<bool> client_stream::read_head(milliseconds timeout) {
         bool woken = co_await wake_.wait(timeout);
         if (!woken) {
             timed_out_ = true;
+            conn_->close_when_idle();  // retire_on_timeout (client.hpp)
             fail("upstream did not respond in time");
             cancel();
             co_return false;
@@ -239,6 +241,7 @@ net::awaitable<bool> client_stream::read_body(std::string& out, milliseconds tim
         bool woken = co_await wake_.wait(timeout);
         if (!woken) {
             timed_out_ = true;
+            conn_->close_when_idle();  // retire_on_timeout (client.hpp)
             fail("upstream stalled mid-body");
             cancel();
             co_return false;

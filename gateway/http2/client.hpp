@@ -156,7 +156,10 @@ class client_connection : public std::enable_shared_from_this<client_connection>
     std::size_t active_streams() const { return streams_.size(); }
 
     /// Closes the connection once no stream is open (at once when none is): GOAWAY, then the
-    /// socket. Used by the pool at reload and shutdown.
+    /// socket; it takes no new stream from then on. Used by the pool at reload and shutdown,
+    /// and when one of its streams times out (retire_on_timeout: as an HTTP/1.1 exchange that
+    /// timed out closes its connection, a connection that may be dead, a peer gone without a
+    /// FIN, is not handed more streams to wait on).
     void close_when_idle();
 
   private:
