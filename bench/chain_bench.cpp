@@ -2,6 +2,9 @@
 // EVALSHA) and INFO cpu (the whole server), reset before each measured run. Scenarios:
 //   chain4  token buckets global, route, user (1,000 users), ip (100 addresses); clock "redis"
 //   chain3  the older 3-layer chain (global, route, user)
+//   layer:A one layer of algorithm A (fixed_window, sliding_window_counter, leaky_bucket,
+//           token_bucket, gcra) over 1,000 keys, limits far above the load: the cost of one
+//           per-user layer by algorithm (each request its own key, as a user or ip layer)
 //   log     sliding_window_log, --limit per 1 s window, 16 keys filled to the limit, 64 requests
 //           per call (4 per key) arriving at twice the limit: steady state with the log full
 // One line per run: `scenario=... batch=... decisions=... evalsha_us=... cpu_us=... calls=...`
@@ -14,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <regex>
 
 #include "limiters/redis/connection.hpp"
@@ -93,6 +97,22 @@ int main(int argc, char** argv) {
                 chains.back().push_back(
                     {"bench:{ip|ip=10.0.0." + std::to_string(u % 100) + "}", &user});
         }
+    } else if (scenario.starts_with("layer:")) {
+        static const std::map<std::string, layer_spec> by_name = {
+            {"fixed_window", {algorithm::fixed_window, {{1e9, 1e6, 0, 0}}, false, 0}},
+            {"sliding_window_counter",
+             {algorithm::sliding_window_counter, {{1e9, 1e6, 10, 0}}, false, 0}},
+            {"leaky_bucket", {algorithm::leaky_bucket, {{1e6, 1e6, 1e6, 0}}, false, 0}},
+            {"token_bucket", {algorithm::token_bucket, {{1e6, 1e6, 1e6, 0}}, false, 0}},
+            {"gcra", {algorithm::gcra, {{1e6, 1e6, 1e6, 0}}, false, 0}},
+        };
+        auto it = by_name.find(scenario.substr(6));
+        if (it == by_name.end()) {
+            std::fprintf(stderr, "unknown algorithm in %s\n", scenario.c_str());
+            return 2;
+        }
+        for (int u = 0; u < 1000; ++u)
+            chains.push_back({{"bench:{layer|u=" + std::to_string(u) + "}", &it->second}});
     } else if (scenario == "log") {
         constexpr int keys = 16;
         // Each key sees batch / keys requests per call; twice the limit per window.
