@@ -204,7 +204,7 @@ net::awaitable<bool> client_stream::write(std::string_view data, bool end, milli
         bool woken = co_await wake_write_.wait(timeout);
         if (!woken) {
             timed_out_ = true;
-            conn_->close_when_idle();  // retire_on_timeout (client.hpp)
+            conn_->retire_if_silent(timeout);
             fail("upstream did not take the request body in time");
             cancel();
             co_return false;
@@ -223,7 +223,7 @@ net::awaitable<bool> client_stream::read_head(milliseconds timeout) {
         bool woken = co_await wake_.wait(timeout);
         if (!woken) {
             timed_out_ = true;
-            conn_->close_when_idle();  // retire_on_timeout (client.hpp)
+            conn_->retire_if_silent(timeout);
             fail("upstream did not respond in time");
             cancel();
             co_return false;
@@ -241,7 +241,7 @@ net::awaitable<bool> client_stream::read_body(std::string& out, milliseconds tim
         bool woken = co_await wake_.wait(timeout);
         if (!woken) {
             timed_out_ = true;
-            conn_->close_when_idle();  // retire_on_timeout (client.hpp)
+            conn_->retire_if_silent(timeout);
             fail("upstream stalled mid-body");
             cancel();
             co_return false;
@@ -333,6 +333,8 @@ std::shared_ptr<client_stream> client_connection::submit(
                                      has_body ? &body : nullptr, nullptr);
     if (id < 0) {
         why = std::string("cannot open a stream: ") + nghttp2_strerror(id);
+        // Stream ids run out after 2^30 requests (RFC 9113 §5.1.1): a new connection then.
+        if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) close_when_idle();
         return nullptr;
     }
     s->id_ = id;
@@ -373,6 +375,10 @@ void client_connection::reset(std::int32_t id) {
     wake_writer_.notify();
 }
 
+void client_connection::retire_if_silent(milliseconds waited) {
+    if (std::chrono::steady_clock::now() - last_read_ >= waited) close_when_idle();
+}
+
 void client_connection::close_when_idle() {
     closing_ = true;
     wake_writer_.notify();
@@ -406,6 +412,7 @@ net::awaitable<void> client_connection::reader(std::shared_ptr<client_connection
                                            : "upstream connection failed: " + ec.message());
             break;
         }
+        last_read_ = std::chrono::steady_clock::now();
         auto rv =
             nghttp2_session_mem_recv(session_, reinterpret_cast<std::uint8_t*>(buf.data()), n);
         if (rv < 0) {

@@ -119,8 +119,11 @@ class client_stream {
 
 /// Settings of the gateway's side of an upstream HTTP/2 connection.
 struct client_settings {
-    std::uint32_t stream_window = 1u << 20;       ///< SETTINGS_INITIAL_WINDOW_SIZE, bytes
-    std::uint32_t connection_window = 16u << 20;  ///< the connection's receive window, bytes
+    std::uint32_t stream_window = 1u << 20;  ///< SETTINGS_INITIAL_WINDOW_SIZE, bytes
+    /// The connection's receive window, bytes: room for every stream's window (100 × 1 MiB and
+    /// more), so slow clients of some streams never stall the others; each stream's own window
+    /// bounds what the gateway holds for it.
+    std::uint32_t connection_window = 256u << 20;
     std::size_t max_header_bytes = 65536;  ///< a response head above it (RFC 9113 size) fails
 };
 
@@ -157,10 +160,14 @@ class client_connection : public std::enable_shared_from_this<client_connection>
 
     /// Closes the connection once no stream is open (at once when none is): GOAWAY, then the
     /// socket; it takes no new stream from then on. Used by the pool at reload and shutdown,
-    /// and when one of its streams times out (retire_on_timeout: as an HTTP/1.1 exchange that
-    /// timed out closes its connection, a connection that may be dead, a peer gone without a
-    /// FIN, is not handed more streams to wait on).
+    /// and when stream ids run out.
     void close_when_idle();
+
+    /// A stream waited `waited` in vain: when nothing at all arrived on the connection for
+    /// that long either, the peer may be gone without a FIN, so the connection is retired
+    /// (close_when_idle) rather than handed more streams to wait on. A slow handler on a live
+    /// connection (a gRPC deadline) retires nothing.
+    void retire_if_silent(std::chrono::milliseconds waited);
 
   private:
     friend class client_stream;
@@ -191,6 +198,7 @@ class client_connection : public std::enable_shared_from_this<client_connection>
     wake_signal settings_ready_;
     bool dead_ = false, goaway_ = false, closing_ = false, goaway_sent_ = false;
     bool settings_received_ = false;
+    std::chrono::steady_clock::time_point last_read_ = std::chrono::steady_clock::now();
     std::string dead_reason_;
 };
 

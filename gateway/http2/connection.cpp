@@ -558,9 +558,11 @@ net::awaitable<connection::send_result> connection::send_request(stream& s, upst
         if (piece.empty()) continue;
         up.io.timer.expires_after(timeout);
         auto [pec, pn] = co_await net::async_write(up.io, net::buffer(piece), use_nothrow);
+        // The piece's bytes are out of body_in: their connection window goes back whatever
+        // happened (a reset stream's own window no longer matters; the connection's does).
+        consume(&s, n);
         if (s.closed || dead_) co_return send_result::stream_gone;
         if (pec) co_return send_result::write_failed;
-        consume(&s, n);
     }
     s.wants_body = false;
     co_return send_result::sent;
@@ -785,18 +787,21 @@ net::awaitable<void> connection::pump_body(std::shared_ptr<stream> sp,
         const auto n = piece.size();
         sent += n;
         if (sent > max_body) {
+            consume(&s, n);
             s.body_too_large = true;
             up->cancel();
             break;
         }
         const bool end = s.end_of_request;
         bool taken = co_await up->write(piece, end, write_timeout);
-        if (s.closed || dead_) break;
         // The piece's window goes back to the client once the upstream took it (a slow
-        // upstream slows the client, RFC 9113 §5.2).
+        // upstream slows the client, RFC 9113 §5.2), and whatever happened to the stream (the
+        // connection's window would leak).
         consume(&s, n);
+        if (s.closed || dead_) break;
         if (!taken || end) break;
     }
+    if (s.h2_upstream == up.get()) s.h2_upstream = nullptr;
     s.pumping = false;
     s.wants_body = false;
     if (!s.closed && !dead_ && !s.body_in.empty()) consume(&s, std::exchange(s.body_in, {}).size());
@@ -865,7 +870,9 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
     s.h2_upstream = up.get();
     struct upstream_mark {
         stream& s;
-        ~upstream_mark() { s.h2_upstream = nullptr; }
+        ~upstream_mark() {
+            if (!s.pumping) s.h2_upstream = nullptr;  // a pump still holds it: the pump clears it
+        }
     } unmark{s};
     scope.rec.upstream = pool.target_name(target);
     const auto sent_at = std::chrono::steady_clock::now();
@@ -878,13 +885,13 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
         s.pumping = true;
         ++coroutines_;
         const auto write_timeout = grpc ? left() : up_cfg.response_timeout;
-        net::co_spawn(
-            ex_,
-            pump_body(it->second, up, limits.max_body_bytes, limits.idle_timeout, write_timeout),
-            [this](std::exception_ptr) {
-                --coroutines_;
-                coroutine_ended_.notify();
-            });
+        net::co_spawn(ex_,
+                      pump_body(it->second, up, limits.max_body_bytes,
+                                grpc ? write_timeout : limits.idle_timeout, write_timeout),
+                      [this](std::exception_ptr) {
+                          --coroutines_;
+                          coroutine_ended_.notify();
+                      });
     } else {
         s.wants_body = false;
     }
@@ -927,8 +934,9 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
     auto& res = up->headers();
     rewrite_response_headers(res, scope.rec.request_id);
     if (rate) apply_rate_headers(res, route.headers, *rate, /*keep_stricter_backend=*/true);
-    if (up->done()) {
-        // Headers only (a gRPC trailers-only answer, a 204): one HEADERS frame.
+    if (up->done() && up->trailers().begin() == up->trailers().end()) {
+        // Headers only (a gRPC trailers-only answer, a 204): one HEADERS frame. A head and
+        // trailers with no body between go out as a head, then the trailers (below).
         respond(s, status, res, {}, false);
         co_return;
     }
@@ -1134,6 +1142,7 @@ net::awaitable<void> connection::run(std::string_view preread) {
             error_code ignored;
             s->upstream->io.socket.close(ignored);
         }
+        if (s->h2_upstream) s->h2_upstream->cancel();  // its waiters wake; the stream resets
         s->closed = true;
         s->wake.notify();
         s->wake_in.notify();

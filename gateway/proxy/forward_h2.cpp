@@ -197,7 +197,9 @@ net::awaitable<bool> proxy_request_h2(worker& w, runtime& rt, timed_socket& clie
             res.erase(http::field::content_length);
             break;
     }
-    const bool keep = framing.keep_alive && !w.stopping;
+    // A request body the upstream did not take whole (it answered early) is still on the client
+    // connection: only closing it keeps the rest from being read as the next request.
+    const bool keep = framing.keep_alive && parser.is_done() && !w.stopping;
     res.version(client_version == 10 ? 10 : 11);
     // RFC 9112 §9.3: HTTP/1.1 persists unless told otherwise, HTTP/1.0 only when told.
     if (client_version == 10 && keep)

@@ -146,7 +146,6 @@ void upstream_pool::close_idle() {
 net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire_h2(
     std::size_t target, boost::system::error_code& ec, std::size_t max_header_bytes) {
     auto& ts = targets_[target];
-    const auto give_up_at = std::chrono::steady_clock::now() + cfg_.connect_timeout;
     for (;;) {
         std::erase_if(ts.h2, [](const auto& c) { return !c->alive(); });
         for (auto& c : ts.h2)
@@ -156,21 +155,18 @@ net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire
             }
         if (!ts.h2_connecting) break;
         // Another request of this loop is opening a connection to the target: wait for it
-        // rather than open one each (one connection per target until its stream limit).
-        if (!ts.h2_ready) ts.h2_ready = std::make_unique<http2::wake_signal>(ex_);
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-            give_up_at - std::chrono::steady_clock::now());
-        if (left.count() <= 0 || !co_await ts.h2_ready->wait(left)) {
-            ec = make_error_code(net::error::timed_out);
-            co_return nullptr;
-        }
+        // rather than open one each (one connection per target until its stream limit). The
+        // opener's own connect and SETTINGS waits bound this one.
+        co_await ts.h2_gate->async_wait(use_nothrow);
     }
     ts.h2_connecting = true;
+    if (!ts.h2_gate) ts.h2_gate = std::make_unique<net::steady_timer>(ex_);
+    ts.h2_gate->expires_at(net::steady_timer::time_point::max());
     struct connecting_mark {
         target_state& ts;
         ~connecting_mark() {
             ts.h2_connecting = false;
-            if (ts.h2_ready) ts.h2_ready->notify();
+            ts.h2_gate->cancel();  // every waiter wakes and looks again
         }
     } mark{ts};
     auto io = co_await acquire(target, ec, /*allow_reuse=*/false);

@@ -4,6 +4,7 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <memory>
 #include <vector>
@@ -13,7 +14,6 @@
 
 namespace rategate::gateway::http2 {
 class client_connection;
-class wake_signal;
 }  // namespace rategate::gateway::http2
 
 namespace rategate::gateway {
@@ -76,8 +76,10 @@ class upstream_pool {
             endpoints;  ///< resolved once, refreshed on failure
         std::vector<std::unique_ptr<upstream_connection>> idle;
         std::vector<std::shared_ptr<http2::client_connection>> h2;  ///< "h2"/"h2c" only
-        bool h2_connecting = false;                    ///< a request of this loop is opening one
-        std::unique_ptr<http2::wake_signal> h2_ready;  ///< wakes those waiting for it
+        bool h2_connecting = false;  ///< a request of this loop is opening one
+        /// Those waiting for it wait on this timer (set to never expire while connecting) and
+        /// all wake when the opener cancels it: a gate, one wait each, no re-arming.
+        std::unique_ptr<boost::asio::steady_timer> h2_gate;
     };
     boost::asio::any_io_executor ex_;
     deadline_sweeper& sweeper_;
