@@ -3,7 +3,8 @@
 "h2" (--cert/--key). Every request is answered with a JSON echo of what arrived:
 {"method", "path", "authority", "scheme", "headers": {name: value, ...}, "body_bytes", "body_sum",
 "connection": n, "stream": id}. A request header `x-reply-bytes: N` answers N bytes of body instead
-(sent as the flow-control window allows); `x-reply-trailers: 1` ends with trailers
+(sent as the flow-control window allows); `x-reply-early: 1` answers 403 at once and resets the
+stream (NO_ERROR) without reading the body; `x-reply-trailers: 1` ends with trailers
 (`x-checksum: ...`); `x-reply-status: N` sets the status; `x-delay-ms: N` waits first.
 --max-streams sets SETTINGS_MAX_CONCURRENT_STREAMS. --alpn sets what TLS offers."""
 import argparse
@@ -21,6 +22,7 @@ except ImportError:  # a Python other than Debian's: its python3-h2 is pure Pyth
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
 import h2.settings
 
 parser = argparse.ArgumentParser()
@@ -69,7 +71,10 @@ class Conn:
                 except Exception:
                     break
                 for ev in events:
-                    self.handle(ev)
+                    try:
+                        self.handle(ev)
+                    except h2.exceptions.StreamClosedError:
+                        pass  # DATA for a stream we reset (an early answer)
                 self.flush()
                 self.window_open.notify_all()
         try:
@@ -79,8 +84,15 @@ class Conn:
 
     def handle(self, ev):
         if isinstance(ev, h2.events.RequestReceived):
-            self.requests[ev.stream_id] = {"headers": [(k.decode(), v.decode()) for k, v in ev.headers],
-                                           "body": 0, "sum": 0}
+            headers = [(k.decode(), v.decode()) for k, v in ev.headers]
+            if ("x-reply-early", "1") in headers:
+                # Answers before the body (a 403 to an upload), then ends the stream with
+                # RST_STREAM NO_ERROR (RFC 9113 §8.1): the rest of the body is not wanted.
+                self.conn.send_headers(ev.stream_id, [(":status", "403"), ("content-length", "2")])
+                self.conn.send_data(ev.stream_id, b"no", end_stream=True)
+                self.conn.reset_stream(ev.stream_id, 0)
+                return
+            self.requests[ev.stream_id] = {"headers": headers, "body": 0, "sum": 0}
         elif isinstance(ev, h2.events.DataReceived):
             r = self.requests.get(ev.stream_id)
             if r is not None:

@@ -106,6 +106,27 @@ class HttpTwoUpstream(GatewayTest):
         self.assertTrue(c.closed_by_peer())
         c.close()
 
+    def test_an_early_answer_closes_a_connection_whose_body_was_not_all_read(self):
+        # The upstream answers an upload before taking its body: the rest of the body is still
+        # on the client connection, so it must close, or those bytes would be read as the
+        # next request (smuggling).
+        up = self.track(H2Upstream())
+        gw = self.make(up)
+        c = Conn(gw.port, timeout=10)
+        smuggled = b"GET /smuggled HTTP/1.1\r\nHost: t\r\n\r\n"
+        body = smuggled * ((3 << 20) // len(smuggled))
+        c.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nX-Reply-Early: 1\r\nContent-Length: %d\r\n\r\n"
+               % len(body))
+        try:
+            c.send(body)
+        except OSError:
+            pass  # the gateway may close before taking it all
+        r = c.read_response()
+        self.assertEqual(r.status, 403)
+        self.assertEqual(r.header("Connection"), "close")
+        self.assertTrue(c.closed_by_peer())
+        c.close()
+
     def test_a_slow_client_holds_the_upstream_back(self):
         # 64 MiB from the upstream to a client that reads nothing for a while: the stream's
         # window (1 MiB) stops the upstream; the gateway never holds the body.
