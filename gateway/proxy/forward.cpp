@@ -55,15 +55,12 @@ net::awaitable<bool> open_tunnel(worker& w, runtime& rt, timed_socket& client,
     client.timer.expires_after(rt.cfg->limits.idle_timeout);
     auto [ec, n] = co_await net::async_write(client, net::buffer(up.response_head), use_nothrow);
     if (ec) co_return false;
-    auto up_buf = w.take_buffer();
-    auto down_buf = w.take_buffer();
+    relay_buffer up_buf(w), down_buf(w);
     rt.metrics->websocket_tunnels_open.fetch_add(1, std::memory_order_relaxed);
     rt.metrics->websocket_tunnels.add();
     co_await run_tunnel(client, client_buffer, up.io, up.buffer, rt.cfg->limits.idle_timeout,
                         up_buf.get(), down_buf.get(), worker::relay_buffer_size);
     rt.metrics->websocket_tunnels_open.fetch_sub(1, std::memory_order_relaxed);
-    w.give_buffer(std::move(up_buf));
-    w.give_buffer(std::move(down_buf));
     co_return false;
 }
 
@@ -166,12 +163,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         co_return co_await fail(f.status, f.code, f.message);
     }
 
-    auto buffer = w.take_buffer();
-    struct buffer_return {
-        worker& w;
-        std::unique_ptr<char[]>& b;
-        ~buffer_return() { w.give_buffer(std::move(b)); }
-    } give_back{w, buffer};
+    relay_buffer buffer(w);
 
     if (expect_continue && has_body) {
         static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";

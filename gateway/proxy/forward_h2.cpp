@@ -116,12 +116,7 @@ net::awaitable<bool> proxy_request_h2(worker& w, runtime& rt, timed_socket& clie
                 co_await net::async_write(client, net::buffer(continue_line), use_nothrow);
             if (wec) co_return false;
         }
-        auto buffer = w.take_buffer();
-        struct buffer_return {
-            worker& w;
-            std::unique_ptr<char[]>& b;
-            ~buffer_return() { w.give_buffer(std::move(b)); }
-        } give_back{w, buffer};
+        relay_buffer buffer(w);
         auto& body = req.body();
         while (!parser.is_done()) {
             body.data = buffer.get();

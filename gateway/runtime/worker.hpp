@@ -157,4 +157,19 @@ class worker {
     std::vector<std::unique_ptr<char[]>> free_buffers_;
 };
 
+/// A relay buffer (worker::relay_buffer_size bytes) taken from a loop's free list for a
+/// scope and given back when the scope ends, whichever way it ends.
+class relay_buffer {
+  public:
+    explicit relay_buffer(worker& w) : w_(w), b_(w.take_buffer()) {}
+    ~relay_buffer() { w_.give_buffer(std::move(b_)); }
+    relay_buffer(const relay_buffer&) = delete;
+    relay_buffer& operator=(const relay_buffer&) = delete;
+    char* get() const { return b_.get(); }
+
+  private:
+    worker& w_;
+    std::unique_ptr<char[]> b_;
+};
+
 }  // namespace rategate::gateway
