@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 namespace rategate::gateway::h1 {
@@ -11,6 +12,14 @@ namespace rategate::gateway::h1 {
 /// ASCII lower case of one byte; other bytes unchanged (no locale).
 constexpr char ascii_lower(char c) {
     return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+/// `s` in ASCII lower case (HTTP/2 field names, RFC 9113 §8.2.1).
+inline std::string ascii_lower(std::string_view s) {
+    std::string out(s);
+    for (auto& c : out)
+        c = ascii_lower(c);
+    return out;
 }
 
 /// True when `a` and `b` are equal ignoring ASCII case (field names, tokens, schemes).

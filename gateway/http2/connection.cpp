@@ -1,4 +1,5 @@
 #include "gateway/http2/connection.hpp"
+#include "gateway/http/text.hpp"
 
 #include <nghttp2/nghttp2.h>
 #include <spdlog/spdlog.h>
@@ -269,14 +270,9 @@ void connection::respond(stream& s, unsigned status, const http::fields& fields,
     };
     add(":status", std::to_string(status));
     for (const auto& f : fields) {
-        std::string name(f.name_string());
-        for (auto& ch : name)
-            ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        // RFC 9113 §8.2.2: connection-specific fields never go out on HTTP/2.
-        if (name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
-            name == "transfer-encoding" || name == "upgrade" || name == "te")
-            continue;
-        add(std::move(name), std::string(f.value()));
+        // RFC 9113 §8.2.2: connection-specific fields (and TE) never go out on HTTP/2.
+        if (is_connection_specific(f.name_string()) || h1::iequals(f.name_string(), "te")) continue;
+        add(h1::ascii_lower(f.name_string()), std::string(f.value()));
     }
     nva.reserve(storage.size() / 2);
     for (std::size_t i = 0; i < storage.size(); i += 2)

@@ -38,13 +38,6 @@ using std::chrono::milliseconds;
 inline constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 inline constexpr milliseconds forever{std::chrono::hours(24 * 365)};
 
-inline std::string h2_lower(std::string_view name) {
-    std::string out(name);
-    for (auto& ch : out)
-        ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return out;
-}
-
 // One stream: its request as it arrives, its response as it leaves. Shared by the
 // connection's map (while nghttp2 knows the stream) and the stream's coroutine.
 struct stream {

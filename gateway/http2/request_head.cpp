@@ -1,4 +1,5 @@
 #include "gateway/http2/request_head.hpp"
+#include "gateway/http/text.hpp"
 
 #include <boost/beast/core/string.hpp>
 
@@ -49,13 +50,18 @@ const char* check_regular_name(std::string_view name) {
     for (unsigned char c : name)
         if (!is_lower_tchar(c)) return "field name not a lower-case token";
     // RFC 9113 §8.2.2: connection-specific fields are malformed in HTTP/2.
-    if (name == "connection" || name == "keep-alive" || name == "proxy-connection" ||
-        name == "transfer-encoding" || name == "upgrade")
-        return "connection-specific field";
+    if (is_connection_specific(name)) return "connection-specific field";
     return nullptr;
 }
 
 }  // namespace
+
+bool is_connection_specific(std::string_view name) {
+    using h1::iequals;
+    return iequals(name, "connection") || iequals(name, "keep-alive") ||
+           iequals(name, "proxy-connection") || iequals(name, "transfer-encoding") ||
+           iequals(name, "upgrade");
+}
 
 request_head_builder::request_head_builder(std::size_t max_header_bytes) : max_(max_header_bytes) {}
 

@@ -62,6 +62,11 @@ class request_head_builder {
     boost::beast::http::request_header<> head_;
 };
 
+/// RFC 9113 §8.2.2: Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding and Upgrade
+/// are connection-specific: malformed in a request, never sent on HTTP/2 (ASCII
+/// case-insensitive; TE, allowed only as "trailers", is the caller's).
+bool is_connection_specific(std::string_view name);
+
 /// Checks a trailer field (a HEADERS block after DATA): no pseudo-header, a lower-case token
 /// name, a valid value. Returns the reason it is malformed, or nullptr.
 const char* check_trailer_field(std::string_view name, std::string_view value);

@@ -18,6 +18,7 @@
 #include "gateway/http/http_head.hpp"
 #include "gateway/http/ratelimit_headers.hpp"
 #include "gateway/http/router.hpp"
+#include "gateway/http/text.hpp"
 #include "gateway/http2/connection_detail.hpp"
 #include "gateway/proxy/forward.hpp"
 #include "gateway/proxy/header_rewrite.hpp"
@@ -466,7 +467,7 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
         const bool last = up->done();
         if (last)
             for (const auto& f : up->trailers())
-                s.trailers.emplace_back(h2_lower(f.name_string()), std::string(f.value()));
+                s.trailers.emplace_back(h1::ascii_lower(f.name_string()), std::string(f.value()));
         s.out = std::move(piece);
         s.out_pos = 0;
         s.out_eof = last;

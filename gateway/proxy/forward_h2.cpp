@@ -15,7 +15,9 @@
 #include "gateway/http/http_head.hpp"
 #include "gateway/http/ratelimit_headers.hpp"
 #include "gateway/http/response_framing.hpp"
+#include "gateway/http/text.hpp"
 #include "gateway/http2/client.hpp"
+#include "gateway/http2/request_head.hpp"
 #include "gateway/proxy/forward.hpp"
 #include "gateway/proxy/header_rewrite.hpp"
 #include "gateway/runtime/deadline.hpp"
@@ -32,20 +34,12 @@ namespace {
 
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 
-// RFC 9113 §8.2.2: connection-specific fields never travel over HTTP/2; TE only as "trailers".
-bool is_connection_specific(std::string_view name, std::string_view value) {
-    using beast::iequals;
+// RFC 9113 §8.2.2 and §8.3.1: what an HTTP/1.1 field list loses on the way to HTTP/2 — the
+// connection-specific fields, TE unless "trailers", and Host (it becomes :authority).
+bool left_behind(std::string_view name, std::string_view value) {
+    using h1::iequals;
     if (iequals(name, "te")) return !iequals(value, "trailers");
-    return iequals(name, "connection") || iequals(name, "keep-alive") ||
-           iequals(name, "proxy-connection") || iequals(name, "transfer-encoding") ||
-           iequals(name, "upgrade") || iequals(name, "host");
-}
-
-std::string lower(std::string_view s) {
-    std::string out(s);
-    for (auto& c : out)
-        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-    return out;
+    return http2::is_connection_specific(name) || iequals(name, "host");
 }
 
 }  // namespace
@@ -59,8 +53,8 @@ std::vector<std::pair<std::string, std::string>> h2_request_head(const http::req
     head.emplace_back(":authority", std::string(req[http::field::host]));
     head.emplace_back(":path", std::string(req.target()));
     for (const auto& f : req) {
-        if (is_connection_specific(f.name_string(), f.value())) continue;
-        head.emplace_back(lower(f.name_string()), std::string(f.value()));
+        if (left_behind(f.name_string(), f.value())) continue;
+        head.emplace_back(h1::ascii_lower(f.name_string()), std::string(f.value()));
     }
     return head;
 }
