@@ -25,27 +25,6 @@ std::string sf_string(const std::string& s) {
     return out + '"';
 }
 
-// The remaining count a backend already announced, if any.
-std::optional<double> backend_remaining(const http::fields& f) {
-    if (auto it = f.find("X-RateLimit-Remaining"); it != f.end()) {
-        try {
-            return std::stod(std::string(it->value()));
-        } catch (...) {
-        }
-    }
-    if (auto it = f.find("RateLimit"); it != f.end()) {
-        std::string v(it->value());
-        auto r = v.find(";r=");
-        if (r != std::string::npos) {
-            try {
-                return std::stod(v.substr(r + 3));
-            } catch (...) {
-            }
-        }
-    }
-    return std::nullopt;
-}
-
 }  // namespace
 
 rate_headers describe_layer(const limiters::policy::layer& layer, int rule, double remaining,
@@ -62,23 +41,54 @@ rate_headers describe_layer(const limiters::policy::layer& layer, int rule, doub
     return h;
 }
 
+std::optional<double> announced_remaining(std::string_view x_ratelimit_remaining,
+                                          std::string_view ratelimit) {
+    auto number = [](std::string_view v) -> std::optional<double> {
+        if (v.empty()) return std::nullopt;
+        try {
+            return std::stod(std::string(v));
+        } catch (...) {
+            return std::nullopt;
+        }
+    };
+    if (auto n = number(x_ratelimit_remaining)) return n;
+    if (auto r = ratelimit.find(";r="); r != std::string_view::npos)
+        return number(ratelimit.substr(r + 3));
+    return std::nullopt;
+}
+
+rate_header_lines rate_header_fields(config::header_style style, const rate_headers& h) {
+    rate_header_lines out;
+    auto add = [&](std::string_view name, std::string value) {
+        out.lines[out.count++] = {name, std::move(value)};
+    };
+    if (style == config::header_style::ietf || style == config::header_style::both) {
+        auto w = h.window_s >= 1 ? integer(std::ceil(h.window_s)) : "1";
+        add("RateLimit-Policy", sf_string(h.name) + ";q=" + integer(h.quota) + ";w=" + w);
+        add("RateLimit",
+            sf_string(h.name) + ";r=" + integer(h.remaining) + ";t=" + integer(h.reset_s));
+    }
+    if (style == config::header_style::legacy || style == config::header_style::both) {
+        add("X-RateLimit-Limit", integer(h.quota));
+        add("X-RateLimit-Remaining", integer(h.remaining));
+        add("X-RateLimit-Reset", integer(h.reset_s));
+    }
+    return out;
+}
+
 void apply_rate_headers(http::fields& f, config::header_style style, const rate_headers& h,
                         bool keep_stricter_backend) {
     if (style == config::header_style::none) return;
     if (keep_stricter_backend) {
-        if (auto theirs = backend_remaining(f); theirs && *theirs <= h.remaining) return;
+        auto value = [&f](std::string_view name) {
+            auto it = f.find(name);
+            return it == f.end() ? std::string_view() : std::string_view(it->value());
+        };
+        auto theirs = announced_remaining(value("X-RateLimit-Remaining"), value("RateLimit"));
+        if (theirs && *theirs <= h.remaining) return;
     }
-    auto w = h.window_s >= 1 ? integer(std::ceil(h.window_s)) : "1";
-    if (style == config::header_style::ietf || style == config::header_style::both) {
-        f.set("RateLimit-Policy", sf_string(h.name) + ";q=" + integer(h.quota) + ";w=" + w);
-        f.set("RateLimit",
-              sf_string(h.name) + ";r=" + integer(h.remaining) + ";t=" + integer(h.reset_s));
-    }
-    if (style == config::header_style::legacy || style == config::header_style::both) {
-        f.set("X-RateLimit-Limit", integer(h.quota));
-        f.set("X-RateLimit-Remaining", integer(h.remaining));
-        f.set("X-RateLimit-Reset", integer(h.reset_s));
-    }
+    for (const auto& [name, value] : rate_header_fields(style, h))
+        f.set(name, value);
 }
 
 std::string retry_after_seconds(double retry_us) {

@@ -153,7 +153,7 @@ std::optional<std::string> normalise_path(std::string_view path, std::string_vie
     return out;
 }
 
-normalise_result normalise_request(const request_line& line) {
+normalise_result normalise_request(const request_line& line, authority_memo* memo) {
     normalise_result r;
     if (line.method == "CONNECT") {
         r.error = request_error{405, "method_not_allowed",
@@ -171,13 +171,23 @@ normalise_result normalise_request(const request_line& line) {
     }
     normalised_request req;
     std::string why;
-    if (line.host_count == 1) {
+    if (line.host_count == 1 && memo && !memo->text.empty() && memo->text == line.host) {
+        req.host = memo->host;
+        req.host_name_length = memo->host_name_length;
+        req.port = memo->port;
+    } else if (line.host_count == 1) {
         auto host = read_authority(line.host, req, why);
         if (!host) {
             r.error = bad_request(why + " \"" + std::string(line.host) + "\"");
             return r;
         }
         req.host = std::move(*host);
+        if (memo) {
+            memo->text = line.host;
+            memo->host = req.host;
+            memo->host_name_length = req.host_name_length;
+            memo->port = req.port;
+        }
     }
 
     std::string_view path;

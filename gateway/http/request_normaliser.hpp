@@ -54,11 +54,21 @@ struct normalise_result {
     std::optional<request_error> error;
 };
 
+/// The last Host a connection's normaliser read and what it read it as: requests of one
+/// connection nearly always repeat their Host, so its parse is done once per connection.
+struct authority_memo {
+    std::string text;  ///< the Host value as sent (empty: nothing remembered)
+    std::string host;  ///< normalised_request::host for it
+    std::size_t host_name_length = 0;
+    std::optional<std::uint16_t> port;
+};
+
 /// Normalises one request: CONNECT → 405; an HTTP/1.1 request needs exactly one valid Host
 /// (`host[:port]`, no userinfo), any request more than one → 400; origin-form or absolute-form
 /// (`http`/`https`) targets only, no fragment, no malformed escape → else 400; an
 /// absolute-form authority replaces Host. The path is normalised by normalise_path().
-normalise_result normalise_request(const request_line& line);
+/// With `memo`, a Host equal to the remembered one is taken from it and a new one remembered.
+normalise_result normalise_request(const request_line& line, authority_memo* memo = nullptr);
 
 /// Path normalisation of SPEC §3, in this order: percent-encoded unreserved characters decoded
 /// and other escapes upper-cased (RFC 3986 §6.2.2.1–2; `%2F` and `%5C` stay encoded), runs of

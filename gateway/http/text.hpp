@@ -30,6 +30,31 @@ constexpr bool iequals(std::string_view a, std::string_view b) {
     return true;
 }
 
+/// True for an RFC 9110 §5.6.2 tchar: the bytes of a token, such as a field name.
+constexpr bool is_tchar(char c) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+    switch (c) {
+        case '!':
+        case '#':
+        case '$':
+        case '%':
+        case '&':
+        case '\'':
+        case '*':
+        case '+':
+        case '-':
+        case '.':
+        case '^':
+        case '_':
+        case '`':
+        case '|':
+        case '~':
+            return true;
+        default:
+            return false;
+    }
+}
+
 /// True for optional whitespace (OWS): SP or HTAB.
 constexpr bool is_ows(char c) {
     return c == ' ' || c == '\t';

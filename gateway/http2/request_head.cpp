@@ -10,29 +10,8 @@ namespace http = boost::beast::http;
 namespace {
 
 // RFC 9110 §5.6.2 tchar, upper case excluded (RFC 9113 §8.2.1: field names are lower case).
-bool is_lower_tchar(unsigned char c) {
-    if (c >= 'a' && c <= 'z') return true;
-    if (c >= '0' && c <= '9') return true;
-    switch (c) {
-        case '!':
-        case '#':
-        case '$':
-        case '%':
-        case '&':
-        case '\'':
-        case '*':
-        case '+':
-        case '-':
-        case '.':
-        case '^':
-        case '_':
-        case '`':
-        case '|':
-        case '~':
-            return true;
-        default:
-            return false;
-    }
+bool is_lower_tchar(char c) {
+    return h1::is_tchar(c) && !(c >= 'A' && c <= 'Z');
 }
 
 // RFC 9113 §8.2.1: no NUL, CR or LF, and no leading or trailing space or tab.
@@ -47,7 +26,7 @@ bool is_valid_value(std::string_view v) {
 
 const char* check_regular_name(std::string_view name) {
     if (name.empty()) return "empty field name";
-    for (unsigned char c : name)
+    for (char c : name)
         if (!is_lower_tchar(c)) return "field name not a lower-case token";
     // RFC 9113 §8.2.2: connection-specific fields are malformed in HTTP/2.
     if (is_connection_specific(name)) return "connection-specific field";

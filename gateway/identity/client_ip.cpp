@@ -215,14 +215,8 @@ bool trusted(const address& a, std::size_t position, const settings& s) {
                        [&](const config::cidr& b) { return contains(b, a); });
 }
 
-// RFC 9110 §5.6.2 tchar.
-bool is_tchar(char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) ||
-           std::string_view("!#$%&'*+-.^_`|~").find(ch) != std::string_view::npos;
-}
-
 bool is_token(std::string_view s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), is_tchar);
+    return !s.empty() && std::all_of(s.begin(), s.end(), h1::is_tchar);
 }
 
 // Splits `s` at every `sep`. Quoted-strings are not honoured on purpose: no value RFC 7239

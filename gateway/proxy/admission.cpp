@@ -54,7 +54,7 @@ net::awaitable<admission> admit(runtime& rt, http::request_header<>& req, const 
          ++it) {
         if (line.host_count++ == 0) line.host = it->value();
     }
-    auto normalised = h1::normalise_request(line);
+    auto normalised = h1::normalise_request(line, in.host_memo);
     if (normalised.error) {
         const auto& e = *normalised.error;
         refuse(make_error_response(e.status, e.code, e.message, false, version));

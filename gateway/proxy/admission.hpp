@@ -21,6 +21,9 @@
 namespace rategate::gateway {
 
 struct runtime;
+namespace h1 {
+struct authority_memo;
+}
 
 /// The protocol a request arrived on.
 enum class wire_protocol { http1, http2 };
@@ -36,6 +39,8 @@ struct admission_input {
     const bool* stopping = nullptr;  ///< the worker's stop flag: no keep-alive once set
     unsigned version = 11;           ///< HTTP/1.x minor version of a refusal (10 or 11)
     bool head = false;               ///< a HEAD request: a refusal has no body
+    /// The connection's remembered Host parse (gateway/http/request_normaliser.hpp), if any.
+    h1::authority_memo* host_memo = nullptr;
 };
 
 /// The decision: either a route to forward to (with its rate-limit headers) or a refusal.

@@ -16,7 +16,9 @@
 #include "gateway/http/http_head.hpp"
 #include "gateway/http/ratelimit_headers.hpp"
 #include "gateway/http/response_framing.hpp"
+#include "gateway/http/response_head.hpp"
 #include "gateway/http/router.hpp"
+#include "gateway/http/text.hpp"
 #include "gateway/proxy/header_rewrite.hpp"
 #include "gateway/proxy/relay.hpp"
 #include "gateway/proxy/tunnel.hpp"
@@ -35,23 +37,15 @@ namespace {
 
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 
-// A request body that was neither read nor forwarded leaves the connection mid-message.
-bool can_keep_alive(const request_parser& p) {
-    return p.is_done() && p.get().keep_alive();
-}
-
 // After the upstream's 101: the response head goes to the client, then the connection is a
 // two-way byte tunnel until either side closes or idle_timeout passes. Never kept alive.
 net::awaitable<bool> open_tunnel(worker& w, runtime& rt, timed_socket& client,
                                  beast::flat_buffer& client_buffer, upstream_connection& up,
-                                 http::response_header<>& res, const std::string& request_id,
-                                 const config::route_config& route, const rate_headers* rate) {
-    rewrite_response_headers(res, request_id);
-    if (rate) apply_rate_headers(res, route.headers, *rate, /*keep_stricter_backend=*/true);
-    res.set(http::field::upgrade, "websocket");
-    res.set(http::field::connection, "Upgrade");
+                                 const h1::response_head& res, response_rewrite rw) {
+    rw.websocket = true;
     up.response_head.clear();
-    append_response_head(up.response_head, res);
+    append_response_head(up.response_head, res, rw);
+    up.buffer.consume(res.length);
     client.timer.expires_after(rt.cfg->limits.idle_timeout);
     auto [ec, n] = co_await net::async_write(client, net::buffer(up.response_head), use_nothrow);
     if (ec) co_return false;
@@ -62,6 +56,46 @@ net::awaitable<bool> open_tunnel(worker& w, runtime& rt, timed_socket& client,
                         up_buf.get(), down_buf.get(), worker::relay_buffer_size);
     rt.metrics->websocket_tunnels_open.fetch_sub(1, std::memory_order_relaxed);
     co_return false;
+}
+
+// The longest response head taken from an upstream (Beast's parser default, 8 KiB).
+constexpr std::size_t max_response_head_bytes = 8 * 1024;
+
+std::string_view buffer_view(const beast::flat_buffer& b) {
+    auto d = b.data();
+    return {static_cast<const char*>(d.data()), d.size()};
+}
+
+// Why reading a response head failed: an I/O error, or what was wrong with the head.
+struct head_failure {
+    error_code ec;
+    std::string reason;  ///< set for a malformed head
+    explicit operator bool() const { return ec || !reason.empty(); }
+};
+
+// Reads the upstream's next response head into `up.buffer` and parses it into `up.head` (the
+// bytes stay in the buffer until consumed). A close before any byte is `end_of_stream`, within
+// the head `partial_message` (so a stale pooled connection is recognised).
+net::awaitable<head_failure> read_response_head(upstream_connection& up,
+                                                std::chrono::milliseconds timeout) {
+    auto& head = up.head;
+    up.io.timer.expires_after(timeout);
+    for (;;) {
+        auto parsed =
+            h1::parse_response_head(buffer_view(up.buffer), max_response_head_bytes, head);
+        using state = h1::head_parse::state;
+        if (parsed.status == state::complete) co_return head_failure{};
+        if (parsed.status == state::malformed)
+            co_return head_failure{{}, std::string("malformed response head: ") + parsed.reason};
+        if (parsed.status == state::too_large)
+            co_return head_failure{http::error::header_limit, {}};
+        auto [ec, n] = co_await up.io.async_read_some(up.buffer.prepare(16 * 1024), use_nothrow);
+        if (ec == net::error::eof)
+            ec = up.buffer.size() ? http::error::partial_message : http::error::end_of_stream;
+        if (ec && up.io.timer.expired()) ec = net::error::timed_out;
+        if (ec) co_return head_failure{ec, {}};
+        up.buffer.commit(n);
+    }
 }
 
 }  // namespace
@@ -109,15 +143,16 @@ net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, uns
 
 net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
                                    beast::flat_buffer& client_buffer, request_parser& parser,
-                                   const config::route_config& route, std::string_view peer_ip,
-                                   const rate_headers* rate_limits, exchange_record& record) {
+                                   bool keep_alive_asked, const config::route_config& route,
+                                   std::string_view peer_ip, const rate_headers* rate_limits,
+                                   exchange_record& record) {
     auto& req = parser.get();
     const auto& limits = rt.cfg->limits;
     auto& pool = rt.pool(route.upstream);
     const auto& up_cfg = pool.settings();
     const unsigned client_version = req.version();
     const bool head_request = req.method() == http::verb::head;
-    bool client_keep_alive = req.keep_alive();
+    bool client_keep_alive = keep_alive_asked;
 
     bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
     // Only `Upgrade: websocket` on a websocket route is tunnelled (RFC 6455 §4.1); elsewhere
@@ -125,28 +160,30 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     const bool websocket = route.websocket &&
                            beast::iequals(req[http::field::upgrade], "websocket") &&
                            http::token_list{req[http::field::connection]}.exists("upgrade");
-    record.request_id = rewrite_request_headers(req, {peer_ip, client.tls ? "https" : "http"});
-    const auto& request_id = record.request_id;
-    if (!route.strip_prefix.empty())
-        req.target(strip_path_prefix(req.target(), route.strip_prefix));
-    req.version(11);
-    req.keep_alive(true);
-    if (websocket) {
-        req.set(http::field::upgrade, "websocket");
-        req.set(http::field::connection, "Upgrade");
-    }
-
-    if (up_cfg.protocol != config::upstream_protocol::http1)
+    const client_info forwarded_by{peer_ip, client.tls ? "https" : "http"};
+    if (up_cfg.protocol != config::upstream_protocol::http1) {
+        record.request_id = rewrite_request_headers(req, forwarded_by);
+        if (!route.strip_prefix.empty())
+            req.target(strip_path_prefix(req.target(), route.strip_prefix));
+        req.version(11);
+        req.keep_alive(true);
+        if (websocket) {
+            req.set(http::field::upgrade, "websocket");
+            req.set(http::field::connection, "Upgrade");
+        }
         co_return co_await proxy_request_h2(w, rt, client, client_buffer, parser, route,
                                             rate_limits, record, client_version, client_keep_alive,
                                             expect_continue);
+    }
 
     const bool has_body = !parser.is_done();
     const bool idempotent = is_idempotent(req.method());
     auto fail = [&](unsigned status, std::string_view code,
                     std::string_view message) -> net::awaitable<bool> {
         record.status = status;
-        bool keep = client_keep_alive && can_keep_alive(parser) && !w.stopping;
+        // A request body that was neither read nor forwarded leaves the connection
+        // mid-message.
+        bool keep = client_keep_alive && parser.is_done() && !w.stopping;
         bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep,
                                        client_version, head_request);
         co_return ok&& keep;
@@ -159,11 +196,20 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     up = co_await pool.acquire(pool.next_target(), ec);
     if (ec && idempotent) up = co_await pool.acquire(pool.next_target(), ec);
     if (ec) {
+        std::string unsent;  // for the request id the access log names
+        record.request_id =
+            append_forwarded_request_head(unsent, req, forwarded_by, route.strip_prefix, websocket);
         auto f = describe_connect_failure(ec, route.upstream);
         co_return co_await fail(f.status, f.code, f.message);
     }
 
     relay_buffer buffer(w);
+    // The head goes out as the upstream receives it, written once (a retry carries it over).
+    const bool request_chunked = req.chunked();
+    up->request_head.clear();
+    record.request_id = append_forwarded_request_head(up->request_head, req, forwarded_by,
+                                                      route.strip_prefix, websocket);
+    const auto& request_id = record.request_id;
 
     if (expect_continue && has_body) {
         static constexpr std::string_view continue_line = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -172,34 +218,12 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         if (wec) co_return false;
     }
 
-    // Send the request (header and streamed body), then read the response header.
-    std::optional<http::response_parser<http::buffer_body>> rp;
-    auto read_response_header = [&]() -> net::awaitable<error_code> {
-        rp.emplace();
-        rp->body_limit(boost::none);
-        if (req.method() == http::verb::head) rp->skip(true);
-        up->io.timer.expires_after(up_cfg.response_timeout);
-        auto [hec, n] = co_await http::async_read_header(up->io, up->buffer, *rp, use_nothrow);
-        if (hec && up->io.timer.expired()) hec = net::error::timed_out;
-        co_return hec;
-    };
-    const bool request_chunked = req.chunked();
+    // Send the request (head and streamed body), then read the response head.
     const auto sent_at = std::chrono::steady_clock::now();
     for (int attempt = 0;; ++attempt) {
-        relay_result sent;
-        if (request_chunked) {
-            http::serializer<true, http::buffer_body> sr{req};
-            sent = co_await relay<true>(client, client_buffer, parser, up->io, &sr, nullptr,
-                                        limits.idle_timeout, up_cfg.response_timeout, buffer.get(),
-                                        worker::relay_buffer_size);
-        } else {
-            up->request_head.clear();
-            append_request_head(up->request_head, req);
-            sent = co_await relay<true>(client, client_buffer, parser, up->io, nullptr,
-                                        &up->request_head, limits.idle_timeout,
-                                        up_cfg.response_timeout, buffer.get(),
-                                        worker::relay_buffer_size);
-        }
+        relay_result sent = co_await relay<true>(
+            client, client_buffer, parser, up->io, up->request_head, request_chunked,
+            limits.idle_timeout, up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
         if (sent.read) {
             if (sent.read == http::error::body_limit)
                 co_return co_await fail(413, "body_too_large",
@@ -210,79 +234,91 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
             std::string message = "malformed request body: " + sent.read.message();
             co_return co_await fail(400, "bad_request", message);
         }
-        error_code rec = sent.write;
+        head_failure failure{sent.write, {}};
         record.bytes_in = sent.body_bytes;
         record.upstream = pool.target_name(up->target);
-        if (!rec) rec = co_await read_response_header();
+        if (!failure) failure = co_await read_response_head(*up, up_cfg.response_timeout);
         // Interim 1xx responses (other than 101) are consumed: we answered Expect ourselves.
-        while (!rec && rp->get().result_int() / 100 == 1 && rp->get().result_int() != 101)
-            rec = co_await read_response_header();
-        if (!rec) break;
-        if (attempt == 0 && up->reused && !has_body && idempotent &&
-            is_stale_connection_error(rec)) {
-            up = co_await pool.acquire(up->target, ec, /*allow_reuse=*/false);
-            if (!ec) continue;
-            rec = ec;
+        while (!failure && up->head.status / 100 == 1 && up->head.status != 101) {
+            up->buffer.consume(up->head.length);
+            failure = co_await read_response_head(*up, up_cfg.response_timeout);
         }
-        bool timed_out = rec == net::error::timed_out;
-        std::string message =
-            "upstream \"" + route.upstream + "\" " +
-            (timed_out ? std::string("did not respond in time") : "failed: " + rec.message());
+        if (!failure) break;
+        if (attempt == 0 && up->reused && !has_body && idempotent &&
+            is_stale_connection_error(failure.ec)) {
+            auto head = std::move(up->request_head);
+            up = co_await pool.acquire(up->target, ec, /*allow_reuse=*/false);
+            if (!ec) {
+                up->request_head = std::move(head);
+                continue;
+            }
+            failure = head_failure{ec, {}};
+        }
+        bool timed_out = failure.ec == net::error::timed_out;
+        std::string message = "upstream \"" + route.upstream + "\" " +
+                              (timed_out    ? std::string("did not respond in time")
+                               : failure.ec ? "failed: " + failure.ec.message()
+                                            : "failed: " + failure.reason);
         co_return co_await fail(timed_out ? 504 : 502,
                                 timed_out ? "upstream_timeout" : "upstream_error", message);
     }
 
     // Stream the response back.
+    const h1::response_head& res = up->head;
     record.upstream_us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - sent_at)
             .count();
-    auto& res = rp->get();
-    record.status = res.result_int();
-    if (res.result_int() == 101) {
-        if (!websocket || !beast::iequals(res[http::field::upgrade], "websocket"))
+    record.status = res.status;
+    response_rewrite rw{.request_id = request_id,
+                        .client_version = client_version == 10 ? 10u : 11u,
+                        .rate = rate_limits,
+                        .rate_style = route.headers};
+    if (res.status == 101) {
+        bool upgrade_websocket = false;
+        for (const auto& f : res.fields)
+            if (h1::iequals(f.name, "Upgrade") && h1::iequals(f.value, "websocket"))
+                upgrade_websocket = true;
+        if (!websocket || !upgrade_websocket)
             co_return co_await fail(502, "upstream_error",
                                     "upstream \"" + route.upstream +
                                         "\" switched protocols without a WebSocket upgrade");
-        co_return co_await open_tunnel(w, rt, client, client_buffer, *up, res, request_id, route,
-                                       rate_limits);
+        co_return co_await open_tunnel(w, rt, client, client_buffer, *up, res, rw);
     }
     const bool upstream_keep_alive = res.keep_alive();
-    rewrite_response_headers(res, request_id);
-    if (rate_limits)
-        apply_rate_headers(res, route.headers, *rate_limits, /*keep_stricter_backend=*/true);
     // RFC 9112 §6: HTTP/1.0 never gets Transfer-Encoding; HEAD, 204 and 304 never get a body.
-    const auto framing =
-        h1::frame_response({client_version, client_keep_alive, head_request, res.result_int(),
-                            res.has_content_length(), res.chunked()});
-    switch (framing.body) {
-        case h1::body_framing::none:
-            if (client_version < 11) res.erase(http::field::transfer_encoding);
-            break;
-        case h1::body_framing::sized:
-            break;
-        case h1::body_framing::chunked:
-            res.chunked(true);
-            break;
-        case h1::body_framing::close_delimited:
-            res.erase(http::field::transfer_encoding);
-            res.erase(http::field::content_length);
-            break;
-    }
+    const auto framing = h1::frame_response({client_version, client_keep_alive, head_request,
+                                             res.status, res.sized(), res.transfer_encoding});
     client_keep_alive = framing.keep_alive && !w.stopping;
-    res.version(client_version == 10 ? 10 : 11);
-    res.keep_alive(client_keep_alive);
+    rw.keep_alive = client_keep_alive;
+    rw.framing = framing.body;
+    up->response_head.clear();
+    append_response_head(up->response_head, res, rw);
     relay_result got;
-    if (framing.body == h1::body_framing::chunked) {
-        http::serializer<false, http::buffer_body> rs{res};
-        got = co_await relay<false>(up->io, up->buffer, *rp, client, &rs, nullptr,
-                                    up_cfg.response_timeout, limits.idle_timeout, buffer.get(),
-                                    worker::relay_buffer_size);
+    bool upstream_done = true;
+    if (framing.body == h1::body_framing::none || res.sized()) {
+        // No body, or Content-Length: relayed byte for byte, no parser.
+        const std::uint64_t length =
+            framing.body == h1::body_framing::none ? 0 : *res.content_length;
+        up->buffer.consume(res.length);
+        got = co_await relay_sized(up->io, up->buffer, client, up->response_head, length,
+                                   up_cfg.response_timeout, limits.idle_timeout, buffer.get(),
+                                   worker::relay_buffer_size);
     } else {
-        up->response_head.clear();
-        append_response_head(up->response_head, res);
-        got = co_await relay<false>(up->io, up->buffer, *rp, client, nullptr, &up->response_head,
+        // Chunked or close-delimited: Beast's parser takes the body from the head on.
+        http::response_parser<http::buffer_body> rp;
+        rp.body_limit(boost::none);
+        error_code pec;
+        rp.put(net::buffer(up->buffer.data().data(), res.length), pec);
+        up->buffer.consume(res.length);
+        if (pec || !rp.is_header_done()) {
+            std::string message = "upstream \"" + route.upstream + "\" failed: " + pec.message();
+            co_return co_await fail(502, "upstream_error", message);
+        }
+        got = co_await relay<false>(up->io, up->buffer, rp, client, up->response_head,
+                                    framing.body == h1::body_framing::chunked,
                                     up_cfg.response_timeout, limits.idle_timeout, buffer.get(),
                                     worker::relay_buffer_size);
+        upstream_done = rp.is_done();
     }
     record.bytes_out = got.body_bytes;
     if (got.read || got.write) {
@@ -291,7 +327,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         co_return false;  // the status line is already out: closing is the only signal left
     }
     // Shutting down: no connection goes back to the pool (the loop ends once all are closed).
-    if (upstream_keep_alive && rp->is_done() && !w.stopping) pool.release(std::move(up));
+    if (upstream_keep_alive && upstream_done && !w.stopping) pool.release(std::move(up));
     co_return client_keep_alive;
 }
 

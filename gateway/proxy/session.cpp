@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "gateway/http/header_scan.hpp"
+#include "gateway/http/request_normaliser.hpp"
 #include "gateway/http2/connection.hpp"
 #include "gateway/proxy/admission.hpp"
 #include "gateway/proxy/forward.hpp"
@@ -134,6 +135,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     co_await idle_cancellation();
     timed_socket client(std::move(socket), w.sweeper);
     beast::flat_buffer buf;
+    h1::authority_memo host_memo;  // requests of a connection nearly always repeat their Host
     bool first = true;
     // HTTPS: the handshake counts toward header_timeout; a failed one (a plain-HTTP request
     // included) closes the connection. The session keeps the context it started with.
@@ -222,13 +224,15 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
 
         auto& req = parser.get();
         head_request = req.method() == http::verb::head;
+        const bool keep_alive_asked = req.keep_alive();
         const admission_input in{.peer = peer,
                                  .tls = client.tls != nullptr,
                                  .protocol = wire_protocol::http1,
-                                 .can_keep_alive = parser.is_done() && req.keep_alive(),
+                                 .can_keep_alive = parser.is_done() && keep_alive_asked,
                                  .stopping = &w.stopping,
                                  .version = req.version(),
-                                 .head = head_request};
+                                 .head = head_request,
+                                 .host_memo = &host_memo};
         auto decided = co_await admit(*rt, req, in, scope);
         if (decided.refusal) {
             auto& res = *decided.refusal;
@@ -240,7 +244,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         }
         const auto* route = decided.route;
         auto& rate = decided.rate;
-        if (!co_await proxy_request(w, *rt, client, buf, parser, *route, peer,
+        if (!co_await proxy_request(w, *rt, client, buf, parser, keep_alive_asked, *route, peer,
                                     rate ? &*rate : nullptr, scope.rec))
             break;
     }

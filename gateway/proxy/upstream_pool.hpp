@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/http/response_head.hpp"
 #include "gateway/runtime/deadline.hpp"
 
 namespace rategate::gateway::http2 {
@@ -27,6 +28,7 @@ struct upstream_connection {
     std::size_t target = 0;
     bool reused = false;                      ///< came from the idle pool (may be stale)
     std::string request_head, response_head;  ///< serialized heads, storage reused per exchange
+    h1::response_head head;                   ///< the upstream's last response head, parsed
     std::chrono::steady_clock::time_point idle_since{};
 };
 

@@ -242,3 +242,26 @@ TEST_CASE("response framing per HTTP version (RFC 9112 §6)") {
     CHECK(frame_response({11, true, false, 204, false, true}).body == body_framing::none);
     CHECK(frame_response({11, true, false, 304, true, false}).body == body_framing::none);
 }
+
+TEST_CASE("a connection's Host memo gives what a fresh parse gives, and never hides an error") {
+    authority_memo memo;
+    auto run = [&](std::string_view host, authority_memo* m) {
+        return normalise_request({"GET", "/a", 11, 1, host}, m);
+    };
+    for (auto host : {"API.Example.com:8080", "API.Example.com:8080", "[::1]:81", "[::1]:81",
+                      "api.example.com", "a.b"}) {
+        CAPTURE(host);
+        auto fresh = run(host, nullptr), remembered = run(host, &memo);
+        REQUIRE(fresh.request);
+        REQUIRE(remembered.request);
+        CHECK(remembered.request->host == fresh.request->host);
+        CHECK(remembered.request->host_name() == fresh.request->host_name());
+        CHECK(remembered.request->port == fresh.request->port);
+        CHECK(memo.text == host);
+    }
+    // A bad Host after a good one is still refused, and the good one stays remembered.
+    auto bad = run("user@a.b", &memo);
+    CHECK(bad.error);
+    CHECK(memo.text == "a.b");
+    CHECK(run("a.b", &memo).request->host == "a.b");
+}
