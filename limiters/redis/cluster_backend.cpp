@@ -545,6 +545,38 @@ net::awaitable<backend::answer> cluster_backend::decide(const std::vector<layer_
     co_return std::move(p.result);
 }
 
+namespace {
+// One slot's give-back call; touches only the cluster (which outlives every backend).
+net::awaitable<std::error_code> give_back_slot(redis::cluster& store, std::uint16_t slot,
+                                               std::vector<lease_return> items) {
+    std::vector<std::string_view> keys;
+    for (const auto& r : items)
+        keys.push_back(r.key);
+    std::string packed = encode_give_back_args(items);
+    std::vector<std::string_view> args{packed};
+    auto r = co_await store.eval(slot, 4, keys, args);
+    if (!r.ec && r.value.is_error()) {
+        spdlog::warn("lease give-back in slot {} failed: {}", slot, r.value.str);
+        co_return make_error_code(redis::client_error::protocol_error);
+    }
+    co_return r.ec;
+}
+}  // namespace
+
+net::awaitable<std::error_code> cluster_backend::give_back(std::vector<lease_return> items) {
+    auto& store = impl_->store;
+    std::unordered_map<std::uint16_t, std::vector<lease_return>> by_slot;
+    for (auto& r : items)
+        by_slot[redis::key_slot(r.key)].push_back(std::move(r));
+    // Leased layers are global or route scoped: a few keys, so the slots go one after another.
+    std::error_code first;
+    for (auto& [slot, rs] : by_slot) {
+        std::error_code ec = co_await give_back_slot(store, slot, std::move(rs));
+        if (ec && !first) first = ec;
+    }
+    co_return first;
+}
+
 bool cluster_backend::ready() const {
     return impl_->store.ready();
 }

@@ -75,8 +75,9 @@ class cluster_backend final : public backend {
 
     /// `store` (started elsewhere) belongs to the event loop of `ex` and outlives the
     /// backend (split chains and refunds are counted in its counts()); its script 0 is the chain
-    /// script, 1 the refund script. `redis_clock`: each master's script reads its own TIME (clock
-    /// "redis"), else the gateway's wall clock is sent with each call.
+    /// script, 1 the refund script, 2 and 3 their cross-slot forms, 4 the give-back script.
+    /// `redis_clock`: each master's script reads its own TIME (clock "redis"), else the gateway's
+    /// wall clock is sent with each call.
     cluster_backend(const boost::asio::any_io_executor& ex, redis::cluster& store, bool redis_clock,
                     call_observer observer = {});
     ~cluster_backend() override;
@@ -85,6 +86,8 @@ class cluster_backend final : public backend {
                                           const clock& at, bool want_state) override;
     /// Leased layers go with their lease asks to the master of their slot (SPEC §2 `sync`).
     bool leases() const override { return true; }
+    /// One call of the give-back script (script 4) per slot, to the slot's master, in turn.
+    boost::asio::awaitable<std::error_code> give_back(std::vector<lease_return> items) override;
     /// Every slot's master answers.
     bool ready() const override;
     std::uint64_t epoch() const override;
