@@ -13,7 +13,14 @@ Reports requests/s, script calls (EVALSHA) per request, decisions per second (la
 decided per second: one per call and request part), Redis CPU µs per request and per
 decision on each master, and the refund rate (refund calls per request). On two shared cores the
 cluster cannot be faster than one Redis; what it shows is that the work spreads: each master's
-CPU per decision stays flat while their sum carries the load."""
+CPU per decision stays flat while their sum carries the load.
+
+--masters: the three-master figure instead. The same chain through a 1-master and a 3-master
+cluster, each with every layer exact and with `global` and `route` leased (`--lease N`, 50 by
+default): Redis CPU per decision (INFO CPU used_cpu_sys + used_cpu_user deltas) on each master,
+the hottest master's share of the Redis CPU, and the capacity a deployment has before its
+hottest master fills one core, relative to one master (1-master µs per decision over the
+hottest master's). A decision is one request's chain decided (admitted or limited)."""
 import argparse
 import json
 import os
@@ -32,6 +39,8 @@ parser.add_argument("--build-dir", default="build")
 parser.add_argument("-r", "--rounds", type=int, default=3)
 parser.add_argument("-d", "--duration", type=int, default=5)
 parser.add_argument("-c", "--connections", type=int, default=64)
+parser.add_argument("--masters", action="store_true", help="the 1- vs 3-master figure, exact and leased")
+parser.add_argument("--lease", type=int, default=50, help="N for the leased variants of --masters")
 args = parser.parse_args()
 
 work = tempfile.mkdtemp(prefix="rategate-cluster-bench-")
@@ -42,34 +51,46 @@ running.nginx("upstream", 'server { listen 127.0.0.1:%d; location / { return 200
 single_port = free_port()
 single = running.redis(single_port)
 
-cluster_ports = [free_port() for _ in range(3)]
-cluster_procs = {}
-for port in cluster_ports:
-    d = os.path.join(work, "node-%d" % port)
-    os.makedirs(d)
-    cluster_procs[port] = running.start(
-        ["redis-server", "--port", str(port), "--cluster-port", str(free_port()), "--bind", "127.0.0.1",
-         "--cluster-enabled", "yes",
-         "--cluster-config-file", os.path.join(d, "nodes.conf"), "--dir", d, "--save", "", "--appendonly", "no",
-         "--daemonize", "no", "--logfile", ""], "redis-cluster-%d" % port)
-for port in cluster_ports:
-    wait_port(port)
-subprocess.run(["redis-cli", "--cluster", "create"] + ["127.0.0.1:%d" % p for p in cluster_ports] +
-               ["--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True)
-deadline = time.time() + 30
-while time.time() < deadline:
-    states = [subprocess.run(["redis-cli", "-p", str(p), "CLUSTER", "INFO"], capture_output=True, text=True).stdout
-              for p in cluster_ports]
-    if all("cluster_state:ok" in s for s in states):
-        break
-    time.sleep(0.2)
-else:
+
+
+def start_cluster(masters):
+    """A Redis Cluster of `masters` masters, no replicas: {port: process}. One master gets every
+    slot by CLUSTER ADDSLOTSRANGE (redis-cli --cluster create wants three)."""
+    ports = [free_port() for _ in range(masters)]
+    procs = {}
+    for port in ports:
+        d = os.path.join(work, "node-%d" % port)
+        os.makedirs(d)
+        procs[port] = running.start(
+            ["redis-server", "--port", str(port), "--cluster-port", str(free_port()), "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes",
+             "--cluster-config-file", os.path.join(d, "nodes.conf"), "--dir", d, "--save", "", "--appendonly", "no",
+             "--daemonize", "no", "--logfile", ""], "redis-cluster-%d" % port)
+    for port in ports:
+        wait_port(port)
+    if masters == 1:
+        subprocess.run(["redis-cli", "-p", str(ports[0]), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"], check=True,
+                       capture_output=True)
+    else:
+        subprocess.run(["redis-cli", "--cluster", "create"] + ["127.0.0.1:%d" % p for p in ports] +
+                       ["--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        states = [subprocess.run(["redis-cli", "-p", str(p), "CLUSTER", "INFO"], capture_output=True,
+                                 text=True).stdout for p in ports]
+        if all("cluster_state:ok" in s for s in states):
+            return procs
+        time.sleep(0.2)
     raise SystemExit("the cluster did not come up")
 
 
-def chain_config(port, redis, user_rule):
+cluster_procs = start_cluster(3)
+cluster_ports = list(cluster_procs)
+
+
+def chain_config(port, redis, user_rule, lease=0):
     big = {"rate": 10000000, "period": "1s", "burst": 10000000}
-    return {
+    cfg = {
         "listen": "127.0.0.1:%d" % port, "threads": 1,
         "admin": {"listen": "127.0.0.1:%d" % free_port()},
         "log": {"access_log": False},
@@ -86,24 +107,39 @@ def chain_config(port, redis, user_rule):
         "routes": [{"name": "bench", "match": {"path_prefix": "/"}, "upstream": "bench",
                     "limiters": ["global", "route", "user", "ip"]}],
     }
+    if lease:
+        for name in ("global", "route"):
+            cfg["limiters"][name]["sync"] = {"lease": lease}
+    return cfg
 
 
 cluster_redis = {"cluster": {"nodes": ["127.0.0.1:%d" % p for p in cluster_ports]}}
-variants = {
-    "single": ({"url": "redis://127.0.0.1:%d/0" % single_port}, {"rate": 100000, "period": "1s", "burst": 100000},
-               {single_port: single}),
-    "cluster": (cluster_redis, {"rate": 100000, "period": "1s", "burst": 100000}, cluster_procs),
-    "cluster-tight": (cluster_redis, {"rate": 1, "period": "1s", "burst": 5}, cluster_procs),
-}
+roomy = {"rate": 100000, "period": "1s", "burst": 100000}
+# name: (redis section, user rule, the Redis processes {port: process}, lease N of global and route)
+if args.masters:
+    one_procs = start_cluster(1)
+    one_redis = {"cluster": {"nodes": ["127.0.0.1:%d" % p for p in one_procs]}}
+    variants = {
+        "1 master": (one_redis, roomy, one_procs, 0),
+        "1 master lease": (one_redis, roomy, one_procs, args.lease),
+        "3 masters": (cluster_redis, roomy, cluster_procs, 0),
+        "3 masters lease": (cluster_redis, roomy, cluster_procs, args.lease),
+    }
+else:
+    variants = {
+        "single": ({"url": "redis://127.0.0.1:%d/0" % single_port}, roomy, {single_port: single}, 0),
+        "cluster": (cluster_redis, roomy, cluster_procs, 0),
+        "cluster-tight": (cluster_redis, {"rate": 1, "period": "1s", "burst": 5}, cluster_procs, 0),
+    }
 gateways = {}
-for name, (redis, rule, _) in variants.items():
+for name, (redis, rule, _, lease) in variants.items():
     port = free_port()
-    cfg = chain_config(port, redis, rule)
-    path = os.path.join(work, name + ".json")
+    cfg = chain_config(port, redis, rule, lease)
+    path = os.path.join(work, name.replace(" ", "-") + ".json")
     with open(path, "w") as f:
         json.dump(cfg, f)
     p = running.start([os.path.join(args.build_dir, "gateway", "rategate"), "--config", path, "--log-level", "warn"],
-                      name)
+                      name.replace(" ", "-"))
     gateways[name] = (port, p, int(cfg["admin"]["listen"].rsplit(":", 1)[1]))
 for port, _, admin in gateways.values():
     wait_port(port)
@@ -121,6 +157,12 @@ def evalsha_calls(port):
     return int(m.group(1)) if m else 0
 
 
+def redis_cpu_seconds(port):
+    """used_cpu_sys + used_cpu_user of the server on `port` (INFO CPU, µs resolution)."""
+    out = subprocess.run(["redis-cli", "-p", str(port), "INFO", "CPU"], capture_output=True, text=True).stdout
+    return sum(float(re.search(r"^%s:([\d.]+)" % f, out, re.M).group(1)) for f in ("used_cpu_sys", "used_cpu_user"))
+
+
 def metric(admin, name):
     body = urllib.request.urlopen("http://127.0.0.1:%d/metrics" % admin, timeout=2).read().decode()
     m = re.search(r"^%s (\S+)$" % re.escape(name), body, re.M)
@@ -131,7 +173,7 @@ def one_run(name):
     port, proc, admin = gateways[name]
     nodes = variants[name][2]
     env = dict(os.environ, USERS="1000")
-    before_cpu = {p: tree_cpu_seconds(pr.pid) for p, pr in nodes.items()}
+    before_cpu = {p: redis_cpu_seconds(p) for p in nodes}
     before_calls = {p: evalsha_calls(p) for p in nodes}
     before_gw = tree_cpu_seconds(proc.pid)
     before_refunds = metric(admin, "rategate_redis_cluster_refunds_total")
@@ -141,7 +183,7 @@ def one_run(name):
     time.sleep(0.3)  # the gateway publishes its counters 4 times a second
     rps, p50, p99, total, non2xx = parse_wrk(out, name)
     calls = {p: evalsha_calls(p) - before_calls[p] for p in nodes}
-    cpu = {p: tree_cpu_seconds(pr.pid) - before_cpu[p] for p, pr in nodes.items()}
+    cpu = {p: redis_cpu_seconds(p) - before_cpu[p] for p in nodes}
     decisions = metric(admin, "rategate_redis_decisions_total") - before_decisions
     refunds = metric(admin, "rategate_redis_cluster_refunds_total") - before_refunds
     # The refund script is an EVALSHA too: calls above count chain and refund calls.
@@ -152,6 +194,8 @@ def one_run(name):
         "parts_per_s": decisions / args.duration,
         "redis_us_per_request": sum(cpu.values()) * 1e6 / max(total, 1),
         "per_master": {p: (cpu[p] * 1e6 / max(calls[p], 1), cpu[p] / args.duration) for p in nodes},
+        # Redis CPU µs per decision on each master, hottest first.
+        "per_decision": sorted((cpu[p] * 1e6 / max(total, 1) for p in nodes), reverse=True),
         "parts_per_call": decisions / max(sum(calls.values()) - refunds, 1),
         "refund_rate": refunds / max(total, 1),
         "redis_us_per_part": sum(cpu.values()) * 1e6 / max(decisions, 1),
@@ -170,7 +214,7 @@ print("%-14s %9s %8s %9s %10s %11s %10s %9s %8s" % ("target", "req/s", "rej/s", 
                                                      "parts/call", "Redis µs/req", "µs/part", "refunds"))
 med = {}
 for name, rs in results.items():
-    m = {k: statistics.median(x[k] for x in rs) for k in rs[0] if k != "per_master"}
+    m = {k: statistics.median(x[k] for x in rs) for k in rs[0] if k not in ("per_master", "per_decision")}
     med[name] = m
     print("%-14s %9.0f %8.0f %9.3f %10.0f %11.1f %10.1f %9.2f %8.3f" % (
         name, m["rps"], m["rejected"] / max(m["total"], 1) * m["rps"], m["calls_per_request"], m["parts_per_s"],
@@ -181,8 +225,26 @@ for name, rs in results.items():
         us = statistics.median(x["per_master"][port][0] for x in rs)
         core = statistics.median(x["per_master"][port][1] for x in rs)
         print("  %-14s %5d: %6.1f µs/call, %4.0f%% of a core" % (name, port, us, core * 100))
-print("\ncluster/single requests/s = %.2f; Redis µs per request cluster/single = %.2f" % (
-    med["cluster"]["rps"] / med["single"]["rps"],
-    med["cluster"]["redis_us_per_request"] / med["single"]["redis_us_per_request"]))
+if args.masters:
+    # Per round, masters ranked by their CPU per decision (hottest first); medians per rank.
+    print("\nRedis CPU per decision, per master (hottest first), and the hottest master's share:")
+    print("%-16s %-26s %8s %9s %9s %10s" % ("target", "µs/decision per master", "sum", "hottest", "share",
+                                           "capacity"))
+    hottest = {}
+    for name, rs in results.items():
+        ranks = [statistics.median(x["per_decision"][i] for x in rs) for i in range(len(rs[0]["per_decision"]))]
+        total = statistics.median(sum(x["per_decision"]) for x in rs)
+        share = statistics.median(x["per_decision"][0] / max(sum(x["per_decision"]), 1e-9) for x in rs)
+        hottest[name] = ranks[0]
+        # The 1-master variant with the same leases: its one master is the hottest.
+        one = hottest.get(name.replace("3 masters", "1 master"), ranks[0])
+        print("%-16s %-26s %8.2f %9.2f %8.0f%% %9.2fx" % (
+            name, " ".join("%.2f" % r for r in ranks), total, ranks[0], share * 100, one / ranks[0]))
+    print("capacity: decisions/s a deployment carries before its hottest master fills one core, over the\n"
+          "1-master deployment's with the same leases (1-master µs/decision / hottest master's)")
+else:
+    print("\ncluster/single requests/s = %.2f; Redis µs per request cluster/single = %.2f" % (
+        med["cluster"]["rps"] / med["single"]["rps"],
+        med["cluster"]["redis_us_per_request"] / med["single"]["redis_us_per_request"]))
 running.stop()
 shutil.rmtree(work, ignore_errors=True)

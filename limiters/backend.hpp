@@ -37,6 +37,15 @@ class backend {
     virtual boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
                                                   const clock& at, bool want_state) = 0;
 
+    /// Gives the unused permits of idle leases back to their counters (SPEC §2 `sync`): one
+    /// give-back script call (per slot on a Cluster). The specs must stay alive until it
+    /// completes; the backend itself is not touched once the call is sent. Fails (the permits
+    /// are then dropped, as if expired) where the store takes no leases.
+    virtual boost::asio::awaitable<std::error_code> give_back(std::vector<lease_return> items) {
+        (void)items;
+        co_return std::make_error_code(std::errc::operation_not_supported);
+    }
+
     /// True when layers may go with a lease ask (layer_ref::lease): the store then takes
     /// leases as decide_chain says and answers their grants. False: every layer is exact.
     virtual bool leases() const { return false; }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "limiters/algorithms/algorithms.hpp"
@@ -53,6 +54,15 @@ struct lease_grant {
     double remaining = 0;
     double reset_us = 0;
     int rule = 0;
+};
+
+/// Unused permits of one loop's lease going back to their shared counter (SPEC §2 `sync`, idle
+/// give-back; limiters/lua/give_back/give_back.lua).
+struct lease_return {
+    std::string key;
+    const layer_spec* spec = nullptr;
+    double permits = 0;        ///< unused, not expired
+    double granted_at_us = 0;  ///< the limiter-clock time of the earliest grant among them
 };
 
 /// What decide_chain wants stored: for each layer, whether to write `next[i]` with `ttl_us[i]`.

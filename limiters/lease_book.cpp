@@ -27,10 +27,39 @@ void lease_book::expire(entry& e, double now) {
     e.expiry_us = std::numeric_limits<double>::infinity();  // until the next grant sets it
 }
 
+double lease_book::idle_after(const layer_spec& spec) {
+    double life = expiry_of(spec, 0);  // token_bucket: burst / rate; fixed_window: the window
+    if (spec.algo == config::algorithm::fixed_window) {
+        life = std::numeric_limits<double>::infinity();
+        for (const auto& p : spec.rules)
+            life = std::min(life, p[1]);
+    }
+    return std::min(1e6, life / 2);
+}
+
+std::vector<lease_return> lease_book::take_idle(double now) {
+    std::vector<lease_return> out;
+    for (auto& [key, e] : entries_) {
+        expire(e, now);
+        if (e.permits <= 0 || e.asked > 0 || !e.spec || now - e.used_us < idle_after(*e.spec))
+            continue;
+        out.push_back({key, e.spec, e.permits, e.granted_at_us});
+        e.permits = 0;
+        ++e.generation;  // a reservation taken before does not come back to this lease
+        e.expiry_us = std::numeric_limits<double>::infinity();
+    }
+    return out;
+}
+
+void lease_book::given_back(double permits, bool ok) {
+    (ok ? totals_.given_back : totals_.expired) += permits;
+}
+
 lease_book::reservation lease_book::reserve(const std::string& key, int lease, double cost,
                                             double now) {
     auto& e = entries_[key];
     expire(e, now);
+    e.used_us = now;
     reservation r;
     r.generation = e.generation;
     r.taken = std::min(cost, e.permits);
@@ -47,7 +76,7 @@ lease_book::reservation lease_book::reserve(const std::string& key, int lease, d
 
 void lease_book::settle(const std::string& key, const layer_spec& spec, int lease,
                         const reservation& r, const lease_grant* grant, bool admitted, double now,
-                        double expiry) {
+                        double expiry, double granted_at) {
     auto& e = entries_[key];
     e.asked = std::max(0.0, e.asked - r.top_up);
     expire(e, now);
@@ -67,6 +96,11 @@ void lease_book::settle(const std::string& key, const layer_spec& spec, int leas
     if (add <= 0) return;
     ++totals_.grants;
     totals_.granted += add;
+    e.used_us = now;
+    e.spec = &spec;
+    // The earliest grant among the permits: a fixed window's give-back needs their window.
+    if (e.permits <= 0) e.granted_at_us = granted_at;
+    e.granted_at_us = std::min(e.granted_at_us, granted_at);
     bool live = e.expiry_us != std::numeric_limits<double>::infinity();
     if (spec.algo == config::algorithm::fixed_window && live && e.permits > 0)
         e.expiry_us = std::min(e.expiry_us, expiry);  // permits never cross into a later window

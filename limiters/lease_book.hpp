@@ -7,12 +7,19 @@
 // Bounds kept here: a key's unspent permits plus the top-up asked in flight never exceed N (a
 // grant beyond it is dropped), and permits are used only before their expiry: `burst / rate`
 // after the grant (token_bucket), the end of the window they were counted in (fixed_window).
+//
+// Idle give-back: a lease with unspent permits that no request has reserved from for
+// idle_after() (the smaller of 1 s and half the lease's life: half of `burst / rate`, or of the
+// window) and with no top-up in flight is handed out by take_idle(); its permits leave the lease
+// at once (a request that reserved before and is refused later does not put its permits back)
+// and go back to Redis in one give-back call (limiters/lua/give_back/give_back.lua).
 #pragma once
 
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "limiters/chain.hpp"
 
@@ -32,6 +39,7 @@ class lease_book {
         std::uint64_t grants = 0;  ///< calls that added permits to a lease
         double granted = 0;        ///< permits added to leases
         double expired = 0;        ///< permits dropped unused: expired, or beyond N
+        double given_back = 0;     ///< permits of idle leases returned to Redis
     };
     /// A leased layer's standing for the rate-limit headers.
     struct standing {
@@ -53,10 +61,25 @@ class lease_book {
 
     /// Ends a reservation. `grant`: the lease record of its call (null: no call, or it failed);
     /// `admitted`: the request was admitted (else the permits it took go back to the lease);
-    /// `expiry_us`: when permits granted by that call expire (local clock). A grant beyond N
-    /// unspent permits is dropped.
+    /// `expiry_us`: when permits granted by that call expire (local clock); `granted_at_us`:
+    /// the call's time on the limiter clock (for a give-back). A grant beyond N unspent permits
+    /// is dropped.
     void settle(const std::string& key, const layer_spec& spec, int lease, const reservation& r,
-                const lease_grant* grant, bool admitted, double now_us, double expiry_us);
+                const lease_grant* grant, bool admitted, double now_us, double expiry_us,
+                double granted_at_us = 0);
+
+    /// How long (µs) a lease of `spec` stays unused before it is given back: the smaller of
+    /// 1 s and half its life (`burst / rate`, or the window; the shortest over the rules).
+    static double idle_after(const layer_spec& spec);
+
+    /// Takes the unspent permits of every lease idle at `now_us` (local clock) out of the book,
+    /// to be given back to Redis: no request reserved from it for idle_after(), no top-up in
+    /// flight, not expired. Each goes with its spec (as settle() last saw it) and the
+    /// limiter-clock time of its earliest grant. Report the call's outcome to given_back().
+    std::vector<lease_return> take_idle(double now_us);
+
+    /// Counts `permits` handed out by take_idle(): returned to Redis when `ok`, else dropped.
+    void given_back(double permits, bool ok);
 
     /// `key`'s standing at `now_us` (zeros before its first grant).
     standing standing_of(const std::string& key, double now_us) const;
@@ -77,6 +100,9 @@ class lease_book {
         double asked = 0;              ///< top-up permits asked by calls in flight
         double remaining = 0, reset_at_us = 0;
         int rule = 0;
+        double used_us = 0;                ///< local clock: the last reservation or grant
+        double granted_at_us = 0;          ///< limiter clock: the earliest grant of the permits
+        const layer_spec* spec = nullptr;  ///< as settle() last saw it
     };
     void expire(entry& e, double now_us);
 

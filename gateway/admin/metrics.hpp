@@ -213,6 +213,8 @@ enum class metric_kind { counter, gauge, histogram };
       "Permits taken from Redis into leases.")                                                               \
     X(loop, lease_permits_expired, one, counter, counter, "rategate_lease_permits_expired_total", "", true,   \
       "", "Leased permits dropped unspent: expired, or beyond the lease's size.")                          \
+    X(loop, lease_permits_given_back, one, counter, counter, "rategate_lease_permits_given_back_total", "",  \
+      true, "", "Leased permits of idle leases given back to Redis unspent.")                              \
     X(loop, lease_permits_held, one, gauge, gauge, "rategate_lease_permits_held", "", false, "",              \
       "Unspent leased permits held by every event loop.")                                                    \
     X(loop, redis_commands, one, published_total, counter, "rategate_redis_commands_total", "", false, "",    \

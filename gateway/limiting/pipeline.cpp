@@ -1,6 +1,8 @@
 #include "gateway/limiting/pipeline.hpp"
 
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -53,9 +55,50 @@ pipeline::pipeline(const config::config& cfg, const limiters::policy& policy,
       clock_(clock),
       opts_(opts),
       cache_(cfg.redis ? cfg.redis->over_limit_cache : 0),
-      metrics_(metrics) {}
+      metrics_(metrics),
+      sweeper_(std::make_shared<lease_sweeper>()) {}
 
-pipeline::~pipeline() = default;
+// The idle give-back's state, shared by the pipeline and its sweep: the sweep outlives a
+// pipeline that a reload drops, and then touches nothing of it.
+struct pipeline::lease_sweeper {
+    bool alive = true;                   ///< the pipeline still exists
+    bool running = false;                ///< a sweep is spawned
+    net::steady_timer* timer = nullptr;  ///< the sweep's, while it waits
+};
+
+pipeline::~pipeline() {
+    sweeper_->alive = false;
+    if (sweeper_->timer) sweeper_->timer->cancel();
+}
+
+net::awaitable<void> pipeline::sweep_leases(std::shared_ptr<lease_sweeper> s) {
+    net::steady_timer t(co_await net::this_coro::executor);
+    struct unhook {
+        lease_sweeper& s;
+        ~unhook() {
+            s.timer = nullptr;
+            s.running = false;
+        }
+    } guard{*s};
+    s->timer = &t;
+    for (;;) {
+        t.expires_after(std::chrono::milliseconds(250));
+        co_await t.async_wait(net::as_tuple(net::use_awaitable));
+        if (!s->alive) co_return;
+        double now = clock_.now_us();
+        auto idle = leases_.take_idle(now);
+        if (!idle.empty()) {
+            double permits = 0;
+            for (const auto& r : idle)
+                permits += r.permits;
+            std::error_code ec = co_await shared_->give_back(std::move(idle));
+            if (!s->alive) co_return;
+            leases_.given_back(permits, !ec);
+            count_leases();
+        }
+        if (leases_.held(clock_.now_us()) <= 0) co_return;  // the next grant sweeps again
+    }
+}
 
 bool pipeline::redis_ready() const {
     return shared_ && shared_->ready();
@@ -74,6 +117,7 @@ void pipeline::count_leases() {
     metrics_.lease_grants.add(t.grants - leases_counted_.grants);
     metrics_.lease_permits.add(whole(t.granted) - whole(leases_counted_.granted));
     metrics_.lease_permits_expired.add(whole(t.expired) - whole(leases_counted_.expired));
+    metrics_.lease_permits_given_back.add(whole(t.given_back) - whole(leases_counted_.given_back));
     leases_counted_ = t;
 }
 
@@ -144,9 +188,15 @@ net::awaitable<limiters::backend::answer> pipeline::decide_shared(
         double expiry = grant ? limiters::lease_book::expiry_of(*refs[i].spec, a.decided_at_us) -
                                     a.clock_offset_us
                               : 0;
-        leases_.settle(refs[i].key, *refs[i].spec, lease, held[i], grant, d.allowed, now, expiry);
+        leases_.settle(refs[i].key, *refs[i].spec, lease, held[i], grant, d.allowed, now, expiry,
+                       a.decided_at_us);
     }
     count_leases();
+    if (!sweeper_->running && leases_.held(now) > 0) {
+        // Idle leases go back to Redis: a sweep on this loop while leases hold permits.
+        sweeper_->running = true;
+        net::co_spawn(co_await net::this_coro::executor, sweep_leases(sweeper_), net::detached);
+    }
     if (d.allowed) {
         // The header layer: the fewest permits left, first on ties, a leased layer's remaining
         // being Redis's after its last grant plus this loop's unspent permits.

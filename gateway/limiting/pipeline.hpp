@@ -83,6 +83,10 @@ class pipeline {
         const std::vector<limiters::layer_ref>& refs, double cost, bool want_state);
     /// Adds what the lease book counted since the last call to the metrics.
     void count_leases();
+    struct lease_sweeper;
+    /// Every 250 ms while the book holds permits: gives idle leases back to Redis
+    /// (lease_book::take_idle). Ends when nothing is held, or when the pipeline is gone.
+    boost::asio::awaitable<void> sweep_leases(std::shared_ptr<lease_sweeper> s);
 
     const config::config& cfg_;
     const limiters::policy& policy_;
@@ -98,6 +102,7 @@ class pipeline {
     loop_metrics& metrics_;
     admin::windowed_top top_;  ///< the layer keys this loop limited, per minute (GET /top)
     std::map<std::string, std::size_t> waiting_;  ///< shaped requests held, per layer key
+    std::shared_ptr<lease_sweeper> sweeper_;      ///< the idle give-back's state
 };
 
 }  // namespace rategate::gateway::limiting

@@ -1,5 +1,7 @@
 #include "limiters/local/local_store.hpp"
 
+#include "limiters/lease_give_back.hpp"
+
 #include <algorithm>
 #include <functional>
 
@@ -81,6 +83,15 @@ chain_decision local_store::decide(const std::vector<layer_ref>& layers, double 
         it->second.expires_at_us = now + writes.ttl_us[i];
     }
     return d;
+}
+
+bool local_store::give_back(const std::string& key, const layer_spec& spec, double permits,
+                            double granted_at) {
+    auto& s = *shards_[shard_of(key)];
+    std::lock_guard lock(s.mutex);
+    auto it = s.map.find(key);
+    if (it == s.map.end() || it->second.expires_at_us <= granted_at) return false;
+    return give_back_permits(spec, it->second.state, permits, granted_at);
 }
 
 std::optional<layer_state> local_store::peek(const std::string& key, double now,

@@ -35,6 +35,13 @@ class local_store {
     chain_decision decide(const std::vector<layer_ref>& layers, double now_us, double cost,
                           std::vector<lease_grant>* grants = nullptr);
 
+    /// Gives `permits` unused leased permits granted at `granted_at_us` (the limiter clock)
+    /// back to `key`'s state, as give_back_permits() says (limiters/lease_give_back.hpp): the
+    /// twin of the give-back script. A key absent or logically expired by `granted_at_us` is
+    /// left alone. Returns true when the state changed.
+    bool give_back(const std::string& key, const layer_spec& spec, double permits,
+                   double granted_at_us);
+
     /// The stored state of `key` as of `now_us` (nullopt when absent or logically expired);
     /// `expires_at_us`, if given, receives its logical expiry.
     std::optional<layer_state> peek(const std::string& key, double now_us,

@@ -14,6 +14,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <limits>
 #include <optional>
 #include <unordered_map>
 
@@ -86,6 +87,16 @@ chain_decision combine_parts(const std::vector<part_decision>& parts) {
     return out;
 }
 
+std::vector<lease_grant> combine_grants(std::vector<placed_grant> parts) {
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const auto& a, const auto& b) { return a.position < b.position; });
+    std::vector<lease_grant> out;
+    out.reserve(parts.size());
+    for (const auto& p : parts)
+        out.push_back(p.grant);
+    return out;
+}
+
 namespace {
 
 // One refund call; owns everything it sends (the request it undoes is answered already).
@@ -137,7 +148,8 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         std::vector<int> positions;  // empty when the part is the whole chain
         std::error_code ec;
         chain_decision decision;
-        double now = 0;  // the script's clock at the call (µs): when it consumed
+        std::vector<lease_grant> grants;  // one per leased layer of the part, part order
+        double now = 0;                   // the script's clock at the call (µs): when it consumed
     };
     struct pending {
         const std::vector<layer_ref>* refs;
@@ -317,21 +329,30 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
                 .count();
         std::vector<chain_decision> decisions;
+        std::vector<lease_grant> grants;
+        std::vector<std::size_t> leased(chunk.size(), 0);  // lease records per part
+        for (std::size_t i = 0; i < chunk.size(); ++i)
+            for (const auto& l : *chunk[i].second->refs)
+                if (l.lease.want > 0) ++leased[i];
         double script_now = 0;
         std::error_code ec = r.ec;
-        if (!ec && (r.value.is_error() || !decode_batch(r.value, decisions, nullptr, &script_now) ||
+        if (!ec && (r.value.is_error() ||
+                    !decode_batch(r.value, decisions, nullptr, &script_now, &leased, &grants) ||
                     decisions.size() != chunk.size())) {
             if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
             ec = make_error_code(redis::client_error::protocol_error);
         }
         if (observer) observer(chunk.size(), latency, static_cast<bool>(ec));
         double received = chunk.front().first->at->now_us();
-        for (std::size_t i = 0; i < chunk.size(); ++i) {
+        for (std::size_t i = 0, g = 0; i < chunk.size(); ++i) {
             auto& [p, q] = chunk[i];
             q->ec = ec;
             if (!ec) {
                 q->decision = decisions[i];
                 q->now = script_now;
+                q->grants.assign(grants.begin() + static_cast<std::ptrdiff_t>(g),
+                                 grants.begin() + static_cast<std::ptrdiff_t>(g + leased[i]));
+                g += leased[i];
             }
             if (--p->outstanding == 0) finish(*p, received);
         }
@@ -343,15 +364,30 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         if (p.parts.size() == 1) {
             a.ec = p.parts[0].ec;
             a.decision = p.parts[0].decision;
+            a.decided_at_us = p.parts[0].now;
             a.clock_offset_us = redis_clock ? p.parts[0].now - received : 0;
+            if (!a.ec) a.grants = std::move(p.parts[0].grants);
         } else {
             std::vector<part_decision> decided;
+            std::vector<placed_grant> grants;
+            double earliest = std::numeric_limits<double>::infinity();
             for (const auto& q : p.parts) {
                 if (q.ec && !a.ec) a.ec = q.ec;
                 decided.push_back({q.decision, &q.positions});
+                for (std::size_t l = 0, g = 0; l < q.refs->size() && g < q.grants.size(); ++l)
+                    if ((*q.refs)[l].lease.want > 0)
+                        grants.push_back({q.positions[l], q.grants[g++]});
+                // Leases expire by the earliest of the parts' clocks: never later than the
+                // master that granted them would have them expire.
+                if (!q.ec) earliest = std::min(earliest, q.now);
             }
-            if (!a.ec) a.decision = combine_parts(decided);
-            if (a.ec || !a.decision.allowed) refund(p);
+            if (!a.ec) {
+                a.decision = combine_parts(decided);
+                a.grants = combine_grants(std::move(grants));
+                a.decided_at_us = earliest;
+                a.clock_offset_us = redis_clock ? earliest - received : 0;
+            }
+            if (a.ec || !a.decision.allowed) refund(p, static_cast<bool>(a.ec));
         }
         if (p.handler) {
             net::post(ex, [h = std::move(*p.handler)]() mutable { std::move(h)(); });
@@ -360,19 +396,28 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
     }
 
     // Undoes every part that consumed: each layer of an admitted part, but a shadow layer
-    // that would have rejected (it consumed nothing).
+    // that would have rejected (it consumed nothing) and a leased layer, whose grant is the
+    // loop's lease whatever the request's decision (SPEC §2 `sync`). `failed`: the request got
+    // no answer, so its grants reach no lease: they are undone too (the permits each took).
     // The refunds are queued per master and sent together by a flush posted now, ahead of the
     // waiter that finish() posts next: each refund call starts (and is queued on its master's
     // connection) before any later request of this loop can be decided.
-    void refund(const pending& p) {
+    void refund(const pending& p, bool failed) {
         for (const auto& q : p.parts) {
-            if (q.ec || !q.decision.allowed) continue;
+            if (q.ec) continue;
             auto master = store.master_of(q.slot);
-            for (std::size_t l = 0; l < q.refs->size(); ++l) {
-                if (q.decision.shadow_mask & (1u << l)) continue;
+            for (std::size_t l = 0, g = 0; l < q.refs->size(); ++l) {
                 const auto& ref = (*q.refs)[l];
+                double cost = p.cost;
+                if (ref.lease.want > 0) {
+                    // Its grant (whatever the part decided: a lease is taken regardless).
+                    cost = g < q.grants.size() ? q.grants[g++].granted : 0;
+                    if (!failed || cost <= 0) continue;
+                } else if (!q.decision.allowed || (q.decision.shadow_mask & (1u << l))) {
+                    continue;
+                }
                 queued_refunds.push_back({master, q.slot, ref.key, algorithm_code(ref.spec->algo),
-                                          ref.spec->rules, p.cost, q.now});
+                                          ref.spec->rules, cost, q.now});
             }
         }
         if (queued_refunds.empty() || refunds_posted) return;
@@ -498,6 +543,38 @@ net::awaitable<backend::answer> cluster_backend::decide(const std::vector<layer_
     co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
         [&p](auto handler) { p.handler.emplace(std::move(handler)); }, net::use_awaitable);
     co_return std::move(p.result);
+}
+
+namespace {
+// One slot's give-back call; touches only the cluster (which outlives every backend).
+net::awaitable<std::error_code> give_back_slot(redis::cluster& store, std::uint16_t slot,
+                                               std::vector<lease_return> items) {
+    std::vector<std::string_view> keys;
+    for (const auto& r : items)
+        keys.push_back(r.key);
+    std::string packed = encode_give_back_args(items);
+    std::vector<std::string_view> args{packed};
+    auto r = co_await store.eval(slot, 4, keys, args);
+    if (!r.ec && r.value.is_error()) {
+        spdlog::warn("lease give-back in slot {} failed: {}", slot, r.value.str);
+        co_return make_error_code(redis::client_error::protocol_error);
+    }
+    co_return r.ec;
+}
+}  // namespace
+
+net::awaitable<std::error_code> cluster_backend::give_back(std::vector<lease_return> items) {
+    auto& store = impl_->store;
+    std::unordered_map<std::uint16_t, std::vector<lease_return>> by_slot;
+    for (auto& r : items)
+        by_slot[redis::key_slot(r.key)].push_back(std::move(r));
+    // Leased layers are global or route scoped: a few keys, so the slots go one after another.
+    std::error_code first;
+    for (auto& [slot, rs] : by_slot) {
+        std::error_code ec = co_await give_back_slot(store, slot, std::move(rs));
+        if (ec && !first) first = ec;
+    }
+    co_return first;
 }
 
 bool cluster_backend::ready() const {

@@ -13,6 +13,13 @@
 // quota for one round trip. The refunds of many rejected requests go to each master in one call,
 // as the decisions do.
 //
+// Leased layers (SPEC §2 `sync`) go in the part of their key's slot, so a shared counter's lease
+// is taken by a call to the master that owns it, in the same call as any exact layers of that
+// slot; the per-user and per-IP layers stay exact in their own parts. A lease is taken whatever
+// the other parts decide: a rejected request's refund leaves leased layers out (the pipeline
+// keeps their grants in the loop's lease). When a part fails, nothing is answered for the
+// request, and the grants the other parts took are refunded.
+//
 // The over-limit cache is off with a cluster (config): a refund can give back quota that a
 // cached refusal would still hold.
 #pragma once
@@ -41,6 +48,17 @@ struct part_decision {
     const std::vector<int>* positions;
 };
 
+/// One leased layer's lease record (SPEC §2 `sync`) as a part's call returned it, with the
+/// layer's chain position (0-based).
+struct placed_grant {
+    int position = 0;
+    lease_grant grant;
+};
+
+/// The lease records of a chain decided in parts, in chain order (as the chain script returns
+/// them for the whole chain in one call): every part's records merged by position.
+std::vector<lease_grant> combine_grants(std::vector<placed_grant> parts);
+
 /// The decision of a whole chain from its parts' decisions, as the chain script would have
 /// decided the chain in one call (limiters/lua/90_chain.lua): allowed when every part is; the
 /// decider is the rejecting layer with the longest retry, first in chain order on ties; the
@@ -57,14 +75,19 @@ class cluster_backend final : public backend {
 
     /// `store` (started elsewhere) belongs to the event loop of `ex` and outlives the
     /// backend (split chains and refunds are counted in its counts()); its script 0 is the chain
-    /// script, 1 the refund script. `redis_clock`: each master's script reads its own TIME (clock
-    /// "redis"), else the gateway's wall clock is sent with each call.
+    /// script, 1 the refund script, 2 and 3 their cross-slot forms, 4 the give-back script.
+    /// `redis_clock`: each master's script reads its own TIME (clock "redis"), else the gateway's
+    /// wall clock is sent with each call.
     cluster_backend(const boost::asio::any_io_executor& ex, redis::cluster& store, bool redis_clock,
                     call_observer observer = {});
     ~cluster_backend() override;
 
     boost::asio::awaitable<answer> decide(const std::vector<layer_ref>& refs, double cost,
                                           const clock& at, bool want_state) override;
+    /// Leased layers go with their lease asks to the master of their slot (SPEC §2 `sync`).
+    bool leases() const override { return true; }
+    /// One call of the give-back script (script 4) per slot, to the slot's master, in turn.
+    boost::asio::awaitable<std::error_code> give_back(std::vector<lease_return> items) override;
     /// Every slot's master answers.
     bool ready() const override;
     std::uint64_t epoch() const override;

@@ -26,13 +26,15 @@ deployment make_deployment(const boost::asio::any_io_executor& ex,
             std::vector<script>{{"chain", std::string(chain_script())},
                                 {"refund", std::string(refund_script())},
                                 {"chain (cross-slot)", cross_slot_chain_script()},
-                                {"refund (cross-slot)", cross_slot_refund_script()}});
+                                {"refund (cross-slot)", cross_slot_refund_script()},
+                                {"give back", std::string(give_back_script())}});
         return d;
     }
     for (int i = 0; i < cfg->connections_per_thread; ++i)
         d.connections.push_back(std::make_unique<connection>(
             ex, connection_settings_of(*cfg),
-            std::vector<script>{{"chain", std::string(chain_script())}}));
+            std::vector<script>{{"chain", std::string(chain_script())},
+                                {"give back", std::string(give_back_script())}}));
     return d;
 }
 

@@ -15,6 +15,7 @@
 #include "limiters/redis/chain_codec.hpp"
 #include "limiters/redis/connection.hpp"
 #include "limiters/redis/group_commit.hpp"
+#include "limiters/redis/refund.hpp"
 
 namespace rategate::limiters {
 
@@ -122,6 +123,22 @@ net::awaitable<backend::answer> redis_backend::decide(const std::vector<layer_re
     co_await net::async_initiate<const net::use_awaitable_t<>&, void()>(
         [&p](auto handler) { p.handler.emplace(std::move(handler)); }, net::use_awaitable);
     co_return std::move(p.result);
+}
+
+net::awaitable<std::error_code> redis_backend::give_back(std::vector<lease_return> items) {
+    // Everything the call needs is local or the connection's (which outlives the backend).
+    auto& conn = *impl_->conns[impl_->next++ % impl_->conns.size()];
+    std::vector<std::string_view> keys;
+    for (const auto& r : items)
+        keys.push_back(r.key);
+    std::string packed = encode_give_back_args(items);
+    std::vector<std::string_view> args{packed};
+    auto r = co_await conn.eval(1, keys, args);
+    if (!r.ec && r.value.is_error()) {
+        spdlog::warn("lease give-back failed: {}", r.value.str);
+        co_return make_error_code(redis::client_error::protocol_error);
+    }
+    co_return r.ec;
 }
 
 std::uint64_t redis_backend::epoch() const {

@@ -38,6 +38,8 @@ class redis_backend final : public backend {
                                           const clock& at, bool want_state) override;
     /// Leased layers go in the chain call as asks (SPEC §2 `sync`).
     bool leases() const override { return true; }
+    /// One call of the give-back script (script 1 of each connection) on the next connection.
+    boost::asio::awaitable<std::error_code> give_back(std::vector<lease_return> items) override;
     /// True while any of the loop's connections is up.
     bool ready() const override;
     /// The sum of the connections' generations: changes on every reconnect.

@@ -14,6 +14,17 @@ std::string cross_slot_refund_script() {
     return prefixed_script("lua/cluster/cross_slot_refund.lua", refund_script());
 }
 
+std::string_view give_back_script() {
+    return embedded_script_source("lua/give_back/give_back.lua");
+}
+
+std::string encode_give_back_args(const std::vector<lease_return>& items) {
+    std::vector<refund_item> as_refunds;
+    for (const auto& r : items)
+        as_refunds.push_back(refund_item_of({r.key, r.spec}, r.permits, r.granted_at_us));
+    return encode_refund_args(as_refunds);
+}
+
 refund_item refund_item_of(const layer_ref& layer, double cost, double consumed_at_us) {
     return {layer.key, algorithm_code(layer.spec->algo), layer.spec->rules, cost, consumed_at_us};
 }

@@ -20,6 +20,14 @@ std::string_view refund_script();
 /// its one argument, it refunds keys of several slots of that master in one call (Redis 7.0+).
 std::string cross_slot_refund_script();
 
+/// The give-back script's source (limiters/lua/give_back/give_back.lua; SPEC §2 `sync`): it
+/// takes the refund script's arguments, an item's cost being the permits given back and its
+/// consumed_at the earliest grant's time.
+std::string_view give_back_script();
+
+/// The give-back script's ARGV[1] for `items` (KEYS: their keys, in order).
+std::string encode_give_back_args(const std::vector<lease_return>& items);
+
 /// One key to refund: what its layer consumed, and when.
 struct refund_item {
     std::string_view key;  ///< a view: keep the key alive until the call is encoded and sent

@@ -203,3 +203,45 @@ class Leases(GatewayTest):
         for c in conns:
             c.close()
         gw.assert_clean(self)
+
+    def test_idle_lease_given_back(self):
+        """After the load stops, each loop's unspent permits go back to Redis once its lease has
+        been idle for the smaller of 1 s and half its life: an exact instance on the same
+        counter then admits everything the leased one did not."""
+        self.up = self.upstream()
+        lease, burst = 10, 100
+        rule = {"rate": 1, "period": "1h", "burst": burst}  # no refill to speak of
+        leased = {"scope": "global", "algorithm": "token_bucket", "sync": {"lease": lease}, "rules": [rule]}
+        redis = self.track(RedisServer())
+        gw = self.make(redis, leased, threads=2)
+        conns = [Conn(gw.port) for _ in range(4)]  # on both loops
+        up0 = self.forwarded()
+        for c in conns:
+            for _ in range(3):
+                self.assertEqual(c.request("GET", "/open/x").status, 200)
+        for c in conns:
+            c.close()
+        admitted = self.forwarded() - up0
+        time.sleep(0.3)  # the gauge is published 4 times a second
+        held = self.metric(gw, "rategate_lease_permits_held")
+        self.assertGreater(held, 0)
+        # Idle 1 s, swept every 250 ms: given back within about 1.5 s.
+        deadline = time.monotonic() + 5
+        while self.metric(gw, "rategate_lease_permits_given_back_total") < held and time.monotonic() < deadline:
+            time.sleep(0.1)
+        given = self.metric(gw, "rategate_lease_permits_given_back_total")
+        self.assertEqual(given, held)
+        time.sleep(0.3)
+        self.assertEqual(self.metric(gw, "rategate_lease_permits_held"), 0)
+        # An exact instance on the same counter (N is not part of the key) admits the rest.
+        exact = dict(leased)
+        del exact["sync"]
+        other = self.make(redis, exact, threads=1)
+        c = Conn(other.port)
+        statuses = [c.request("GET", "/open/x").status for _ in range(burst + 5)]
+        c.close()
+        print("idle give-back: %d admitted, %d held then given back; an exact instance admitted %d of %d"
+              % (admitted, held, statuses.count(200), burst))
+        self.assertEqual(statuses.count(200), burst - admitted)
+        for g in (gw, other):
+            g.assert_clean(self)
