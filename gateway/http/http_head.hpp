@@ -1,7 +1,7 @@
-// Serialization of an HTTP/1.1 start line and header fields into one contiguous buffer, so a
-// proxied message goes out in one write of [head, body bytes] instead of Beast's serializer's
-// many small buffers. Used for bodies that are sized or empty; chunked bodies keep Beast's
-// serializer (it re-frames the chunks).
+// Serialization of a Beast message head (start line and fields) into one contiguous buffer, so
+// it goes out in one write with its body instead of Beast's serializer's many small buffers:
+// the gateway's own responses (errors, refusals) and the heads the HTTP/2 paths build. The
+// HTTP/1.1 proxy path writes its heads without a field container (gateway/proxy/header_rewrite).
 #pragma once
 
 #include <boost/beast/http/message.hpp>

@@ -1,5 +1,6 @@
 #include "gateway/http/ratelimit_headers.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <optional>
 
@@ -11,18 +12,22 @@ namespace http = boost::beast::http;
 
 namespace {
 
-std::string integer(double v) {
-    return std::to_string(static_cast<long long>(std::max(0.0, v)));
+// A non-negative integer (negatives as 0, fractions cut), written in place.
+void append_integer(std::string& out, double v) {
+    char digits[24];
+    auto [end, ec] =
+        std::to_chars(digits, digits + sizeof digits, static_cast<long long>(std::max(0.0, v)));
+    out.append(digits, end);
 }
 
 // An sf-string: the name in quotes, with '"' and '\' escaped.
-std::string sf_string(const std::string& s) {
-    std::string out = "\"";
+void append_sf_string(std::string& out, std::string_view s) {
+    out += '"';
     for (char c : s) {
         if (c == '"' || c == '\\') out += '\\';
         out += c;
     }
-    return out + '"';
+    out += '"';
 }
 
 }  // namespace
@@ -57,23 +62,63 @@ std::optional<double> announced_remaining(std::string_view x_ratelimit_remaining
     return std::nullopt;
 }
 
-rate_header_lines rate_header_fields(config::header_style style, const rate_headers& h) {
-    rate_header_lines out;
-    auto add = [&](std::string_view name, std::string value) {
-        out.lines[out.count++] = {name, std::move(value)};
-    };
-    if (style == config::header_style::ietf || style == config::header_style::both) {
-        auto w = h.window_s >= 1 ? integer(std::ceil(h.window_s)) : "1";
-        add("RateLimit-Policy", sf_string(h.name) + ";q=" + integer(h.quota) + ";w=" + w);
-        add("RateLimit",
-            sf_string(h.name) + ";r=" + integer(h.remaining) + ";t=" + integer(h.reset_s));
+std::span<const rate_field> rate_fields(config::header_style style) {
+    static constexpr rate_field all[] = {rate_field::policy, rate_field::ratelimit,
+                                         rate_field::limit, rate_field::remaining,
+                                         rate_field::reset};
+    std::span<const rate_field> fields(all);
+    switch (style) {
+        case config::header_style::ietf:
+            return fields.first(2);
+        case config::header_style::legacy:
+            return fields.subspan(2);
+        case config::header_style::both:
+            return fields;
+        case config::header_style::none:
+            break;
     }
-    if (style == config::header_style::legacy || style == config::header_style::both) {
-        add("X-RateLimit-Limit", integer(h.quota));
-        add("X-RateLimit-Remaining", integer(h.remaining));
-        add("X-RateLimit-Reset", integer(h.reset_s));
+    return {};
+}
+
+std::string_view rate_field_name(rate_field f) {
+    switch (f) {
+        case rate_field::policy:
+            return "RateLimit-Policy";
+        case rate_field::ratelimit:
+            return "RateLimit";
+        case rate_field::limit:
+            return "X-RateLimit-Limit";
+        case rate_field::remaining:
+            return "X-RateLimit-Remaining";
+        case rate_field::reset:
+            break;
     }
-    return out;
+    return "X-RateLimit-Reset";
+}
+
+void append_rate_value(std::string& out, rate_field f, const rate_headers& h) {
+    switch (f) {
+        case rate_field::policy:
+            append_sf_string(out, h.name);
+            out += ";q=";
+            append_integer(out, h.quota);
+            out += ";w=";
+            append_integer(out, h.window_s >= 1 ? std::ceil(h.window_s) : 1);
+            return;
+        case rate_field::ratelimit:
+            append_sf_string(out, h.name);
+            out += ";r=";
+            append_integer(out, h.remaining);
+            out += ";t=";
+            append_integer(out, h.reset_s);
+            return;
+        case rate_field::limit:
+            return append_integer(out, h.quota);
+        case rate_field::remaining:
+            return append_integer(out, h.remaining);
+        case rate_field::reset:
+            return append_integer(out, h.reset_s);
+    }
 }
 
 void apply_rate_headers(http::fields& f, config::header_style style, const rate_headers& h,
@@ -87,8 +132,12 @@ void apply_rate_headers(http::fields& f, config::header_style style, const rate_
         auto theirs = announced_remaining(value("X-RateLimit-Remaining"), value("RateLimit"));
         if (theirs && *theirs <= h.remaining) return;
     }
-    for (const auto& [name, value] : rate_header_fields(style, h))
-        f.set(name, value);
+    std::string value;
+    for (auto field : rate_fields(style)) {
+        value.clear();
+        append_rate_value(value, field, h);
+        f.set(rate_field_name(field), value);
+    }
 }
 
 std::string retry_after_seconds(double retry_us) {

@@ -2,12 +2,11 @@
 // (draft-ietf-httpapi-ratelimit-headers-11, Structured-Field lists) and X-RateLimit-*.
 #pragma once
 
-#include <array>
 #include <boost/beast/http/fields.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
-#include <utility>
 
 #include "config/config.hpp"
 #include "limiters/policy.hpp"
@@ -27,15 +26,19 @@ struct rate_headers {
 rate_headers describe_layer(const limiters::policy::layer& layer, int rule, double remaining,
                             double reset_us);
 
-/// The header lines of `style` for `h`, in order: RateLimit-Policy and RateLimit (ietf),
-/// X-RateLimit-Limit, -Remaining and -Reset (legacy); none for header_style::none.
-struct rate_header_lines {
-    std::array<std::pair<std::string_view, std::string>, 5> lines;
-    std::size_t count = 0;
-    auto begin() const { return lines.begin(); }
-    auto end() const { return lines.begin() + static_cast<std::ptrdiff_t>(count); }
-};
-rate_header_lines rate_header_fields(config::header_style style, const rate_headers& h);
+/// One rate-limit response field: RateLimit-Policy and RateLimit (ietf), X-RateLimit-Limit,
+/// -Remaining and -Reset (legacy).
+enum class rate_field { policy, ratelimit, limit, remaining, reset };
+
+/// The fields of `style`, in the order they are written (none for header_style::none).
+std::span<const rate_field> rate_fields(config::header_style style);
+
+/// The field's name as written.
+std::string_view rate_field_name(rate_field f);
+
+/// Appends the value of field `f` for `h` onto `out`, formatted in place (no temporaries):
+/// `"name";q=Q;w=W`, `"name";r=R;t=T` (sf-string name, integers), or a bare integer.
+void append_rate_value(std::string& out, rate_field f, const rate_headers& h);
 
 /// The remaining permits a backend announced itself: its X-RateLimit-Remaining value, else
 /// the `r=` of its RateLimit value (empty views: the field is absent); nothing when neither

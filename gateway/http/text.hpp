@@ -69,4 +69,16 @@ constexpr std::string_view trim(std::string_view s) {
     return s;
 }
 
+/// Calls `f(element)` for each non-empty element of a comma-separated field value, OWS
+/// trimmed (RFC 9110 §5.6.1 list syntax: empty elements are skipped).
+template <class F>
+constexpr void for_each_element(std::string_view list, F&& f) {
+    for (;;) {
+        auto comma = list.find(',');
+        if (auto element = trim(list.substr(0, comma)); !element.empty()) f(element);
+        if (comma == std::string_view::npos) return;
+        list.remove_prefix(comma + 1);
+    }
+}
+
 }  // namespace rategate::gateway::h1

@@ -39,8 +39,8 @@ request_scope::~request_scope() {
                           rec.limit_outcome, rec.limit_layer, rec.upstream, rec.request_id});
 }
 
-net::awaitable<admission> admit(runtime& rt, http::request_header<>& req, const admission_input& in,
-                                request_scope& scope) {
+admission admit_head(runtime& rt, http::request_header<>& req, const admission_input& in,
+                     request_scope& scope) {
     admission a;
     auto keep = [&] { return in.can_keep_alive && !(in.stopping && *in.stopping); };
     auto refuse = [&](http::response<http::string_body> res) {
@@ -59,7 +59,7 @@ net::awaitable<admission> admit(runtime& rt, http::request_header<>& req, const 
         const auto& e = *normalised.error;
         refuse(make_error_response(e.status, e.code, e.message, false, version));
         a.close = true;
-        co_return a;
+        return a;
     }
     const auto& nreq = *normalised.request;
     if (access_log_enabled()) {
@@ -77,20 +77,19 @@ net::awaitable<admission> admit(runtime& rt, http::request_header<>& req, const 
             make_error_response(426, "upgrade_required", "gRPC requires HTTP/2", keep(), version);
         res.set(http::field::upgrade, "h2");
         refuse(std::move(res));
-        co_return a;
+        return a;
     }
     const auto* route =
         rt.routes.match(req.method_string(), nreq.path, nreq.host, in.tls ? 443 : 80);
     if (!route) {
         std::string message = "no route for " + std::string(req.method_string()) + " " + nreq.path;
         refuse(make_error_response(404, "not_found", message, keep(), version));
-        co_return a;
+        return a;
     }
     a.route = route;
     scope.route = route;
     // A presented bearer token is verified on every route; a failing one is never
     // forwarded (SPEC §2 "User", RFC 6750 §3).
-    std::optional<std::string> jwt_user;
     if (rt.jwt_cache) {
         auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
@@ -103,27 +102,38 @@ net::awaitable<admission> admit(runtime& rt, http::request_header<>& req, const 
                 401, "invalid_token", "invalid bearer token: " + verdict.reason, keep(), version);
             res.set(http::field::www_authenticate, "Bearer error=\"invalid_token\"");
             refuse(std::move(res));
-            co_return a;
+            return a;
         }
         if (verdict.what == identity::jwt_result::kind::valid && !verdict.user.empty())
-            jwt_user = std::move(verdict.user);
+            a.jwt_user = std::move(verdict.user);
     }
-    if (!route->limiters.empty()) {
-        auto route_index = rt.route_index(*route);
-        auto who =
-            limiting::assemble_identity(*rt.cfg, *rt.policy, route_index, req, in.peer, jwt_user);
-        auto out =
-            co_await rt.limits->check(route_index, who.view(), static_cast<double>(route->cost));
-        scope.rec.limit_outcome = limiting::to_string(out.what);
-        scope.rec.limit_layer = limiting::log_layer(out);
-        if (!out.forward) {
-            a.limited = out.what == limiting::verdict::limited;
-            // HEAD's body is dropped by refusal_response itself.
-            a.refusal = limiting::refusal_response(out, *route, keep(), version, in.head);
-            co_return a;
-        }
-        a.rate = limiting::headers_of(out);
+    return a;
+}
+
+net::awaitable<void> check_limits(runtime& rt, http::request_header<>& req,
+                                  const admission_input& in, request_scope& scope, admission& a) {
+    auto keep = [&] { return in.can_keep_alive && !(in.stopping && *in.stopping); };
+    const unsigned version = in.version == 10 ? 10 : 11;
+    const auto* route = a.route;
+    auto route_index = rt.route_index(*route);
+    auto who =
+        limiting::assemble_identity(*rt.cfg, *rt.policy, route_index, req, in.peer, a.jwt_user);
+    auto out = co_await rt.limits->check(route_index, who.view(), static_cast<double>(route->cost));
+    scope.rec.limit_outcome = limiting::to_string(out.what);
+    scope.rec.limit_layer = limiting::log_layer(out);
+    if (!out.forward) {
+        a.limited = out.what == limiting::verdict::limited;
+        // HEAD's body is dropped by refusal_response itself.
+        a.refusal = limiting::refusal_response(out, *route, keep(), version, in.head);
+        co_return;
     }
+    a.rate = limiting::headers_of(out);
+}
+
+net::awaitable<admission> admit(runtime& rt, http::request_header<>& req, const admission_input& in,
+                                request_scope& scope) {
+    auto a = admit_head(rt, req, in, scope);
+    if (a.limits_pending()) co_await check_limits(rt, req, in, scope, a);
     co_return a;
 }
 

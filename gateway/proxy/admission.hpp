@@ -53,7 +53,11 @@ struct admission {
     std::optional<boost::beast::http::response<boost::beast::http::string_body>> refusal;
     bool close = false;    ///< the request was malformed: the connection must not go on
     bool limited = false;  ///< refused by an enforced limiter (gRPC: RESOURCE_EXHAUSTED)
+    std::optional<std::string> jwt_user;  ///< the verified bearer token's user, if any
     bool admitted() const { return !refusal; }
+    /// From admit_head(): routed and not refused, with the route's limiter chain to run next
+    /// (check_limits()).
+    bool limits_pending() const { return !refusal && route && !route->limiters.empty(); }
 };
 
 /// True for a gRPC content type: `application/grpc` or `application/grpc+…` (not grpc-web).
@@ -82,5 +86,16 @@ struct request_scope {
 /// normalised form when that differs; `scope` gets the route, method, path and limiter outcome.
 boost::asio::awaitable<admission> admit(runtime& rt, boost::beast::http::request_header<>& req,
                                         const admission_input& in, request_scope& scope);
+
+/// admit()'s steps up to the limiter chain, which need no waiting: a route with no limiters
+/// is decided here with no coroutine; otherwise check_limits() follows (limits_pending()).
+admission admit_head(runtime& rt, boost::beast::http::request_header<>& req,
+                     const admission_input& in, request_scope& scope);
+
+/// admit()'s last step for `a` from admit_head(): the route's limiter chain, which sets
+/// `a.rate` or the refusal.
+boost::asio::awaitable<void> check_limits(runtime& rt, boost::beast::http::request_header<>& req,
+                                          const admission_input& in, request_scope& scope,
+                                          admission& a);
 
 }  // namespace rategate::gateway

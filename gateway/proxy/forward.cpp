@@ -136,9 +136,22 @@ net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, uns
                                  unsigned version, bool head_request) {
     auto res = make_error_response(status, code, message, keep_alive, version == 10 ? 10 : 11);
     if (head_request) omit_body(res);
-    client.timer.expires_after(timeout);
-    auto [ec, n] = co_await http::async_write(client, res, use_nothrow);
+    std::string wire;
+    auto ec = co_await write_response(client, res, wire, timeout);
     co_return !ec;
+}
+
+net::awaitable<error_code> write_response(timed_socket& client,
+                                          const http::response<http::string_body>& res,
+                                          std::string& scratch, milliseconds timeout) {
+    scratch.clear();
+    append_response_head(scratch, res.base());
+    scratch += res.body();
+    std::array<net::const_buffer, 1> wire{net::buffer(scratch)};
+    error_code ec;
+    if (!detail::write_now(client, wire, ec))
+        ec = co_await detail::write_rest(client, wire, timeout);
+    co_return ec;
 }
 
 net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
@@ -193,7 +206,9 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     // a pooled connection found dead on first use is replaced by a fresh one.
     std::unique_ptr<upstream_connection> up;
     error_code ec;
-    up = co_await pool.acquire(pool.next_target(), ec);
+    const auto first_target = pool.next_target();
+    up = pool.take_idle(first_target);  // no coroutine when a pooled connection is there
+    if (!up) up = co_await pool.acquire(first_target, ec);
     if (ec && idempotent) up = co_await pool.acquire(pool.next_target(), ec);
     if (ec) {
         std::string unsent;  // for the request id the access log names
@@ -221,9 +236,18 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     // Send the request (head and streamed body), then read the response head.
     const auto sent_at = std::chrono::steady_clock::now();
     for (int attempt = 0;; ++attempt) {
-        relay_result sent = co_await relay<true>(
-            client, client_buffer, parser, up->io, up->request_head, request_chunked,
-            limits.idle_timeout, up_cfg.response_timeout, buffer.get(), worker::relay_buffer_size);
+        relay_result sent;
+        if (parser.is_done()) {
+            // No body: the head alone, offered to the kernel at once (no coroutine).
+            std::array<net::const_buffer, 1> head{net::buffer(up->request_head)};
+            if (!detail::write_now(up->io, head, sent.write))
+                sent.write = co_await detail::write_rest(up->io, head, up_cfg.response_timeout);
+        } else {
+            sent =
+                co_await relay<true>(client, client_buffer, parser, up->io, up->request_head,
+                                     request_chunked, limits.idle_timeout, up_cfg.response_timeout,
+                                     buffer.get(), worker::relay_buffer_size);
+        }
         if (sent.read) {
             if (sent.read == http::error::body_limit)
                 co_return co_await fail(413, "body_too_large",
@@ -300,9 +324,19 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         const std::uint64_t length =
             framing.body == h1::body_framing::none ? 0 : *res.content_length;
         up->buffer.consume(res.length);
-        got = co_await relay_sized(up->io, up->buffer, client, up->response_head, length,
-                                   up_cfg.response_timeout, limits.idle_timeout, buffer.get(),
-                                   worker::relay_buffer_size);
+        if (length <= up->buffer.size()) {
+            // All of it is here: head and body offered to the kernel at once (no coroutine).
+            std::array<net::const_buffer, 2> pieces{net::buffer(up->response_head),
+                                                    net::buffer(up->buffer.data().data(), length)};
+            if (!detail::write_now(client, pieces, got.write))
+                got.write = co_await detail::write_rest(client, pieces, limits.idle_timeout);
+            up->buffer.consume(length);
+            got.body_bytes = length;
+        } else {
+            got = co_await relay_sized(up->io, up->buffer, client, up->response_head, length,
+                                       up_cfg.response_timeout, limits.idle_timeout, buffer.get(),
+                                       worker::relay_buffer_size);
+        }
     } else {
         // Chunked or close-delimited: Beast's parser takes the body from the head on.
         http::response_parser<http::buffer_body> rp;

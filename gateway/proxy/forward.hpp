@@ -7,6 +7,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -78,6 +79,13 @@ boost::asio::awaitable<bool> proxy_request_h2(
 /// the connection-specific ones (§8.2.2; `te` only as "trailers"), names lower-cased.
 std::vector<std::pair<std::string, std::string>> h2_request_head(
     const boost::beast::http::request_header<>& req, std::string_view scheme);
+
+/// Writes `res` whole to `client`: head and body serialized into `scratch` (storage reused by
+/// the caller) and offered to the kernel at once, what it does not take sent under `timeout`.
+/// Returns the write's error.
+boost::asio::awaitable<boost::system::error_code> write_response(
+    timed_socket& client, const boost::beast::http::response<boost::beast::http::string_body>& res,
+    std::string& scratch, std::chrono::milliseconds timeout);
 
 /// `limits`, when set, are the rate-limit headers to add to the response.
 /// Writes a JSON error response (SPEC §3) to the client. Returns false if the write failed.

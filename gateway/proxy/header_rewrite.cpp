@@ -25,19 +25,20 @@ using h1::trim;
 
 namespace {
 
-// The tokens of every Connection line: the fields it names are hop-by-hop too (copies: the
-// Connection field itself is erased).
-std::vector<std::string> connection_tokens(const http::fields& f) {
-    std::vector<std::string> named;
+// The options of every Connection line: the fields they name are hop-by-hop too (copies: the
+// Connection field itself may be erased; short ones stay inline, as do the first two).
+using connection_names = boost::container::small_vector<std::string, 2>;
+connection_names connection_tokens(const http::fields& f) {
+    connection_names named;
     for (auto [it, end] = f.equal_range(http::field::connection); it != end; ++it)
-        for (auto token : http::token_list{it->value()})
-            named.emplace_back(token);
+        h1::for_each_element(it->value(),
+                             [&named](std::string_view token) { named.emplace_back(token); });
     return named;
 }
 
 // RFC 9110 §7.6.1: Connection, Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade, Expect and
 // whatever Connection names, except our framing and Host, which a client may never strip.
-bool hop_by_hop(const http::fields::value_type& field, const std::vector<std::string>& named) {
+bool hop_by_hop(const http::fields::value_type& field, const connection_names& named) {
     switch (field.name()) {
         case http::field::connection:
         case http::field::keep_alive:
@@ -173,11 +174,17 @@ std::string rewrite_request(http::fields& f, const client_info& client, MakeId&&
         [&f](std::string_view name, std::string_view value) { f.insert(name, value); });
 }
 
+// One field line: the string grows once and the four pieces are copied in (the head's storage
+// is reused per connection, so this rarely allocates).
 void append_line(std::string& out, std::string_view name, std::string_view value) {
-    out += name;
-    out += ": ";
-    out += value;
-    out += "\r\n";
+    const auto at = out.size();
+    out.resize(at + name.size() + value.size() + 4);
+    char* p = out.data() + at;
+    std::memcpy(p, name.data(), name.size());
+    p += name.size();
+    std::memcpy(p, ": ", 2);
+    if (!value.empty()) std::memcpy(p + 2, value.data(), value.size());
+    std::memcpy(p + 2 + value.size(), "\r\n", 2);
 }
 
 }  // namespace
@@ -255,15 +262,10 @@ using option_list = boost::container::small_vector<std::string_view, 4>;
 
 option_list connection_options(const h1::response_head& head) {
     option_list named;
-    for (const auto& f : head.fields) {
-        if (f.name.size() != 10 || !iequals(f.name, "Connection")) continue;
-        for (auto v = f.value; !v.empty();) {
-            auto comma = v.find(',');
-            if (auto token = trim(v.substr(0, comma)); !token.empty()) named.push_back(token);
-            if (comma == std::string_view::npos) break;
-            v.remove_prefix(comma + 1);
-        }
-    }
+    for (const auto& f : head.fields)
+        if (f.name.size() == 10 && iequals(f.name, "Connection"))
+            h1::for_each_element(f.value,
+                                 [&named](std::string_view token) { named.push_back(token); });
     return named;
 }
 
@@ -307,7 +309,7 @@ void append_response_head(std::string& out, const h1::response_head& head,
     out += "\r\n";
 
     // Ours replace the backend's rate-limit fields unless the backend's are stricter.
-    rate_header_lines ours;
+    std::span<const rate_field> ours;
     if (rw.rate && rw.rate_style != config::header_style::none) {
         std::string_view remaining, ratelimit;
         for (const auto& f : head.fields) {
@@ -315,12 +317,11 @@ void append_response_head(std::string& out, const h1::response_head& head,
             if (iequals(f.name, "RateLimit") && ratelimit.empty()) ratelimit = f.value;
         }
         auto theirs = announced_remaining(remaining, ratelimit);
-        if (!theirs || *theirs > rw.rate->remaining)
-            ours = rate_header_fields(rw.rate_style, *rw.rate);
+        if (!theirs || *theirs > rw.rate->remaining) ours = rate_fields(rw.rate_style);
     }
     auto replaced_by_ours = [&ours](std::string_view name) {
-        for (const auto& [ours_name, value] : ours)
-            if (iequals(ours_name, name)) return true;
+        for (auto field : ours)
+            if (iequals(rate_field_name(field), name)) return true;
         return false;
     };
 
@@ -360,7 +361,7 @@ void append_response_head(std::string& out, const h1::response_head& head,
                 }
                 break;
             case line_kind::keep:
-                if (ours.count && replaced_by_ours(f.name)) continue;
+                if (!ours.empty() && replaced_by_ours(f.name)) continue;
                 break;
         }
         append_line(out, f.name, f.value);
@@ -376,8 +377,12 @@ void append_response_head(std::string& out, const h1::response_head& head,
     out += via_value;
     out += "\r\n";
     if (!has_request_id) append_line(out, "X-Request-Id", rw.request_id);
-    for (const auto& [name, value] : ours)
-        append_line(out, name, value);
+    for (auto field : ours) {
+        out += rate_field_name(field);
+        out += ": ";
+        append_rate_value(out, field, *rw.rate);
+        out += "\r\n";
+    }
     if (chunked_out && !head.transfer_encoding) out += "Transfer-Encoding: chunked\r\n";
     if (rw.websocket)
         out += "Upgrade: websocket\r\nConnection: Upgrade\r\n";

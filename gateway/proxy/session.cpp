@@ -136,6 +136,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     timed_socket client(std::move(socket), w.sweeper);
     beast::flat_buffer buf;
     h1::authority_memo host_memo;  // requests of a connection nearly always repeat their Host
+    std::string refusal_wire;      // a refusal's bytes, storage reused by the connection
     bool first = true;
     // HTTPS: the handshake counts toward header_timeout; a failed one (a plain-HTTP request
     // included) closes the connection. The session keeps the context it started with.
@@ -233,12 +234,13 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
                                  .version = req.version(),
                                  .head = head_request,
                                  .host_memo = &host_memo};
-        auto decided = co_await admit(*rt, req, in, scope);
+        // A route with no limiters is decided with no coroutine; a chain is waited for.
+        auto decided = admit_head(*rt, req, in, scope);
+        if (decided.limits_pending()) co_await check_limits(*rt, req, in, scope, decided);
         if (decided.refusal) {
             auto& res = *decided.refusal;
             scope.rec.status = res.result_int();
-            client.timer.expires_after(limits.idle_timeout);
-            auto [wec, wn] = co_await http::async_write(client, res, use_nothrow);
+            auto wec = co_await write_response(client, res, refusal_wire, limits.idle_timeout);
             if (wec || !res.keep_alive() || decided.close) break;
             continue;
         }

@@ -54,16 +54,26 @@ std::size_t upstream_pool::next_target() {
     return t;
 }
 
-net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
-    std::size_t target, boost::system::error_code& ec, bool allow_reuse) {
+std::unique_ptr<upstream_connection> upstream_pool::take_idle(std::size_t target) {
     auto& ts = targets_[target];
-    while (allow_reuse && !ts.idle.empty()) {
+    while (!ts.idle.empty()) {
         auto c = std::move(ts.idle.back());
         ts.idle.pop_back();
         // Probing costs a syscall: only for connections idle long enough to have been closed.
         if (std::chrono::steady_clock::now() - c->idle_since < std::chrono::milliseconds(500) ||
             is_alive(c->io.socket)) {
             c->reused = true;
+            return c;
+        }
+    }
+    return nullptr;
+}
+
+net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
+    std::size_t target, boost::system::error_code& ec, bool allow_reuse) {
+    auto& ts = targets_[target];
+    if (allow_reuse) {
+        if (auto c = take_idle(target)) {
             ec = {};
             co_return c;
         }

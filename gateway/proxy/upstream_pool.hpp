@@ -53,6 +53,9 @@ class upstream_pool {
     boost::asio::awaitable<std::unique_ptr<upstream_connection>> acquire(
         std::size_t target, boost::system::error_code& ec, bool allow_reuse = true);
 
+    /// acquire()'s first step, with no waiting: a live idle connection to `target`, or null.
+    std::unique_ptr<upstream_connection> take_idle(std::size_t target);
+
     /// HTTP/2 (`protocol` "h2" or "h2c"): a connection to `target` that can take another
     /// stream, opened (as acquire() opens one, with ALPN "h2" under TLS: a target that picks
     /// anything else fails with no_protocol_option) when none can. One connection per target
