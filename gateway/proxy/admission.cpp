@@ -7,6 +7,7 @@
 #include "gateway/http/request_normaliser.hpp"
 #include "gateway/limiting/identity.hpp"
 #include "gateway/limiting/pipeline.hpp"
+#include "gateway/proxy/request_facts.hpp"
 #include "gateway/runtime/worker.hpp"
 
 namespace rategate::gateway {
@@ -49,11 +50,11 @@ admission admit_head(runtime& rt, http::request_header<>& req, const admission_i
     };
     const unsigned version = in.version == 10 ? 10 : 11;
     // Routing, limiting and forwarding all see the normalised request (SPEC §3).
-    h1::request_line line{req.method_string(), req.target(), req.version(), 0, {}};
-    for (auto it = req.find(http::field::host); it != req.end() && it->name() == http::field::host;
-         ++it) {
-        if (line.host_count++ == 0) line.host = it->value();
-    }
+    request_facts read_here;
+    if (!in.facts) read_here = read_request_facts(req);
+    const request_facts& facts = in.facts ? *in.facts : read_here;
+    const h1::request_line line{req.method_string(), req.target(), req.version(), facts.host_count,
+                                facts.host};
     auto normalised = h1::normalise_request(line, in.host_memo);
     if (normalised.error) {
         const auto& e = *normalised.error;
@@ -67,12 +68,10 @@ admission admit_head(runtime& rt, http::request_header<>& req, const admission_i
         scope.path = nreq.path;
     }
     // Rewritten only when normalising changed them: most requests pass through untouched.
-    if (!nreq.host.empty() && req[http::field::host] != nreq.host)
-        req.set(http::field::host, nreq.host);
+    if (!nreq.host.empty() && facts.host != nreq.host) req.set(http::field::host, nreq.host);
     if (!nreq.is_origin_form_of(req.target())) req.target(nreq.origin_form(nreq.path));
     // SPEC §3 "gRPC": gRPC needs HTTP/2 (its trailers and streams).
-    if (in.protocol == wire_protocol::http1 &&
-        is_grpc_content_type(req[http::field::content_type])) {
+    if (in.protocol == wire_protocol::http1 && is_grpc_content_type(facts.content_type)) {
         auto res =
             make_error_response(426, "upgrade_required", "gRPC requires HTTP/2", keep(), version);
         res.set(http::field::upgrade, "h2");

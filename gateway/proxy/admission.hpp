@@ -21,6 +21,7 @@
 namespace rategate::gateway {
 
 struct runtime;
+struct request_facts;
 namespace h1 {
 struct authority_memo;
 }
@@ -41,6 +42,8 @@ struct admission_input {
     bool head = false;               ///< a HEAD request: a refusal has no body
     /// The connection's remembered Host parse (gateway/http/request_normaliser.hpp), if any.
     h1::authority_memo* host_memo = nullptr;
+    /// The request's fields read once (request_facts.hpp), if the caller has them already.
+    const request_facts* facts = nullptr;
 };
 
 /// The decision: either a route to forward to (with its rate-limit headers) or a refusal.

@@ -21,6 +21,7 @@
 #include "gateway/http/text.hpp"
 #include "gateway/proxy/header_rewrite.hpp"
 #include "gateway/proxy/relay.hpp"
+#include "gateway/proxy/request_facts.hpp"
 #include "gateway/proxy/tunnel.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "gateway/runtime/worker.hpp"
@@ -156,7 +157,7 @@ net::awaitable<error_code> write_response(timed_socket& client,
 
 net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
                                    beast::flat_buffer& client_buffer, request_parser& parser,
-                                   bool keep_alive_asked, const config::route_config& route,
+                                   const request_facts& facts, const config::route_config& route,
                                    std::string_view peer_ip, const rate_headers* rate_limits,
                                    exchange_record& record) {
     auto& req = parser.get();
@@ -165,14 +166,12 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     const auto& up_cfg = pool.settings();
     const unsigned client_version = req.version();
     const bool head_request = req.method() == http::verb::head;
-    bool client_keep_alive = keep_alive_asked;
+    bool client_keep_alive = facts.keep_alive(client_version);
 
-    bool expect_continue = beast::iequals(req[http::field::expect], "100-continue");
+    const bool expect_continue = facts.expect_continue;
     // Only `Upgrade: websocket` on a websocket route is tunnelled (RFC 6455 §4.1); elsewhere
     // Upgrade is hop-by-hop and removed with the others.
-    const bool websocket = route.websocket &&
-                           beast::iequals(req[http::field::upgrade], "websocket") &&
-                           http::token_list{req[http::field::connection]}.exists("upgrade");
+    const bool websocket = route.websocket && facts.upgrade_websocket && facts.connection_upgrade;
     const client_info forwarded_by{peer_ip, client.tls ? "https" : "http"};
     if (up_cfg.protocol != config::upstream_protocol::http1) {
         record.request_id = rewrite_request_headers(req, forwarded_by);
@@ -220,7 +219,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
 
     relay_buffer buffer(w);
     // The head goes out as the upstream receives it, written once (a retry carries it over).
-    const bool request_chunked = req.chunked();
+    const bool request_chunked = facts.chunked;
     up->request_head.clear();
     record.request_id = append_forwarded_request_head(up->request_head, req, forwarded_by,
                                                       route.strip_prefix, websocket);

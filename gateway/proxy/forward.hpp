@@ -18,6 +18,8 @@
 
 namespace rategate::gateway {
 
+struct request_facts;
+
 class worker;
 struct runtime;
 struct rate_headers;
@@ -54,12 +56,13 @@ bool is_stale_connection_error(const boost::system::error_code& ec);
 
 /// Proxies the request whose header `parser` holds (its body still unread in `client` /
 /// `client_buffer`) to `route`'s upstream and streams the response to the client.
-/// `keep_alive_asked`: the request's own keep-alive (RFC 9112 §9.3), as the session read it.
+/// `facts`: what the session read from the request's fields (its keep-alive, RFC 9112 §9.3,
+/// Expect, Upgrade, chunked).
 /// Error responses (502, 504, 400, 413) are written here. Returns true when the client
 /// connection can carry another request.
 boost::asio::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
                                            boost::beast::flat_buffer& client_buffer,
-                                           request_parser& parser, bool keep_alive_asked,
+                                           request_parser& parser, const request_facts& facts,
                                            const config::route_config& route,
                                            std::string_view peer_ip, const rate_headers* limits,
                                            exchange_record& record);

@@ -14,6 +14,7 @@
 #include "gateway/http2/connection.hpp"
 #include "gateway/proxy/admission.hpp"
 #include "gateway/proxy/forward.hpp"
+#include "gateway/proxy/request_facts.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "gateway/runtime/task_group.hpp"
 #include "gateway/runtime/worker.hpp"
@@ -225,7 +226,8 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
 
         auto& req = parser.get();
         head_request = req.method() == http::verb::head;
-        const bool keep_alive_asked = req.keep_alive();
+        const auto facts = read_request_facts(req);
+        const bool keep_alive_asked = facts.keep_alive(req.version());
         const admission_input in{.peer = peer,
                                  .tls = client.tls != nullptr,
                                  .protocol = wire_protocol::http1,
@@ -233,7 +235,8 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
                                  .stopping = &w.stopping,
                                  .version = req.version(),
                                  .head = head_request,
-                                 .host_memo = &host_memo};
+                                 .host_memo = &host_memo,
+                                 .facts = &facts};
         // A route with no limiters is decided with no coroutine; a chain is waited for.
         auto decided = admit_head(*rt, req, in, scope);
         if (decided.limits_pending()) co_await check_limits(*rt, req, in, scope, decided);
@@ -246,7 +249,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         }
         const auto* route = decided.route;
         auto& rate = decided.rate;
-        if (!co_await proxy_request(w, *rt, client, buf, parser, keep_alive_asked, *route, peer,
+        if (!co_await proxy_request(w, *rt, client, buf, parser, facts, *route, peer,
                                     rate ? &*rate : nullptr, scope.rec))
             break;
     }
