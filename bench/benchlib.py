@@ -76,7 +76,13 @@ http {
 
 def tree_cpu_seconds(pid):
     """user+sys CPU of pid and its children (nginx master + worker)."""
-    total = 0
+    user, sys_ = tree_cpu_split(pid)
+    return user + sys_
+
+
+def tree_cpu_split(pid):
+    """(user, sys) CPU seconds of pid and its children, apart: user space against the kernel."""
+    user = sys_ = 0
     pids = [pid]
     try:
         out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
@@ -87,10 +93,11 @@ def tree_cpu_seconds(pid):
         try:
             with open("/proc/%d/stat" % p) as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
+            user += int(fields[11])
+            sys_ += int(fields[12])
         except OSError:
             pass
-    return total / CLK
+    return user / CLK, sys_ / CLK
 
 
 def redis_evalsha_calls(port):

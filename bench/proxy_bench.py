@@ -10,7 +10,8 @@ import statistics
 import subprocess
 import tempfile
 
-from benchlib import Procs, free_port, parse_wrk, redis_evalsha_calls, tree_cpu_seconds, wait_port, wrk_command
+from benchlib import (Procs, free_port, parse_wrk, redis_evalsha_calls, tree_cpu_seconds, tree_cpu_split, wait_port,
+                      wrk_command)
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--build-dir", default="build")
@@ -29,6 +30,9 @@ parser.add_argument("--limits", action="store_true",
 parser.add_argument("--leases", type=int, default=0, metavar="N",
                     help="with --limits, also the 4-layer chain with global and route leased N at a time "
                          "(SPEC 2 sync)")
+parser.add_argument("--baseline-build", metavar="DIR",
+                    help="also rategate (plain) from another build directory, as rategate-baseline, in the "
+                         "same interleaved rounds: a change against its parent in one run")
 args = parser.parse_args()
 
 work = tempfile.mkdtemp(prefix="rategate-bench-")
@@ -48,7 +52,7 @@ px = nginx("nginx-proxy", """upstream backend { server 127.0.0.1:%d; keepalive 6
 targets["nginx-proxy"] = (nginx_port, px)
 
 
-def rategate(name, port, base=None, access_log=False):
+def rategate(name, port, base=None, access_log=False, build_dir=None):
     cfg = {"routes": [{"name": "bench", "match": {"path_prefix": "/"}, "upstream": "bench"}]}
     if base:
         with open(base) as f:
@@ -63,10 +67,14 @@ def rategate(name, port, base=None, access_log=False):
     path = os.path.join(work, name + ".json")
     with open(path, "w") as f:
         json.dump(cfg, f)
-    return start([os.path.join(args.build_dir, "gateway", "rategate"), "--config", path, "--log-level", "info"], name)
+    binary = os.path.join(build_dir or args.build_dir, "gateway", "rategate")
+    return start([binary, "--config", path, "--log-level", "info"], name)
 
 
 targets["rategate"] = (gw_port, rategate("rategate", gw_port))
+if args.baseline_build:
+    port = free_port()
+    targets["rategate-baseline"] = (port, rategate("rategate-baseline", port, build_dir=args.baseline_build))
 if args.access_log:
     port = free_port()
     targets["rategate-access-log"] = (port, rategate("rategate-access-log", port, access_log=True))
@@ -167,27 +175,30 @@ try:
         order = order[r % len(order):] + order[:r % len(order)]
         for name in order:
             port, proc = targets[name]
-            cpu0 = tree_cpu_seconds(proc.pid)
+            user0, sys0 = tree_cpu_split(proc.pid)
             rcpu0 = tree_cpu_seconds(redis_proc.pid) if redis_proc else 0
             calls0 = evalsha_calls()
             rps, p50, p99, total, non2xx = wrk(port, args.duration, name)
-            cpu = tree_cpu_seconds(proc.pid) - cpu0
+            user1, sys1 = tree_cpu_split(proc.pid)
+            user, cpu = user1 - user0, (user1 + sys1) - (user0 + sys0)
             rcpu = (tree_cpu_seconds(redis_proc.pid) - rcpu0) if redis_proc else 0
             calls = evalsha_calls() - calls0
             samples[name].append({"rps": rps, "p50": p50, "p99": p99, "cpu_us": cpu * 1e6 / max(total, 1),
+                                  "user_us": user * 1e6 / max(total, 1),
                                   "non2xx": non2xx, "redis_us": rcpu * 1e6 / max(total, 1),
                                   "calls": calls / max(total, 1)})
             print("round %d %-14s %9.0f req/s  p50 %.2f ms  p99 %.2f ms  %.1f us CPU/req  non-2xx %d"
                   % (r + 1, name, rps, p50, p99, cpu * 1e6 / max(total, 1), non2xx), flush=True)
-    med = {n: {k: statistics.median(s[k] for s in v) for k in ("rps", "p50", "p99", "cpu_us", "redis_us", "calls")}
+    med = {n: {k: statistics.median(s[k] for s in v)
+               for k in ("rps", "p50", "p99", "cpu_us", "user_us", "redis_us", "calls")}
            for n, v in samples.items()}
     print()
-    print("| target | req/s (median) | p50 ms | p99 ms | CPU us/req | Redis CPU us/req | Redis calls/req "
-          "| vs direct | vs nginx-proxy |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| target | req/s (median) | p50 ms | p99 ms | CPU us/req | of it user space | Redis CPU us/req "
+          "| Redis calls/req | vs direct | vs nginx-proxy |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n, m in med.items():
-        print("| %s | %.0f | %.2f | %.2f | %.1f | %.1f | %.3f | %.2f | %.2f |" % (
-            n, m["rps"], m["p50"], m["p99"], m["cpu_us"], m["redis_us"], m["calls"],
+        print("| %s | %.0f | %.2f | %.2f | %.1f | %.1f | %.1f | %.3f | %.2f | %.2f |" % (
+            n, m["rps"], m["p50"], m["p99"], m["cpu_us"], m["user_us"], m["redis_us"], m["calls"],
             m["rps"] / med["direct"]["rps"], m["rps"] / med["nginx-proxy"]["rps"]))
     if "rategate-4-layer" in med:
         m = med["rategate-4-layer"]

@@ -30,9 +30,11 @@ namespace {
 using connection_names = boost::container::small_vector<std::string, 2>;
 connection_names connection_tokens(const http::fields& f) {
     connection_names named;
-    for (auto [it, end] = f.equal_range(http::field::connection); it != end; ++it)
-        h1::for_each_element(it->value(),
-                             [&named](std::string_view token) { named.emplace_back(token); });
+    // A walk down the list by field code: cheaper than the name tree's search for a few fields.
+    for (const auto& field : f)
+        if (field.name() == http::field::connection)
+            h1::for_each_element(field.value(),
+                                 [&named](std::string_view token) { named.emplace_back(token); });
     return named;
 }
 
