@@ -1,6 +1,7 @@
 // Shared by the tests that drive the chain script on a real redis-server (test_parity.cpp,
-// test_refund.cpp): time constants, running a coroutine to completion with a wall-clock cap,
-// and comparing and printing chain decisions.
+// test_refund.cpp, test_give_back.cpp): time constants, running a coroutine to completion with a
+// wall-clock cap, comparing and printing chain decisions, and the fixture of a fresh
+// redis-server with the scripts loaded.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -14,6 +15,9 @@
 #include <string>
 
 #include "limiters/chain.hpp"
+#include "limiters/redis/chain_codec.hpp"
+#include "limiters/redis/connection.hpp"
+#include "tests/support/redis_server.hpp"
 
 namespace rategate::test {
 
@@ -47,5 +51,57 @@ inline bool same(const limiters::chain_decision& a, const limiters::chain_decisi
            a.remaining == b.remaining && a.reset_us == b.reset_us && a.rule == b.rule &&
            a.shadow_mask == b.shadow_mask;
 }
+
+/// A fresh redis-server and one started connection to it with `scripts` loaded (the chain
+/// script at index 0, as the backends load it).
+struct scripted_redis {
+    redis_server server;
+    boost::asio::io_context ioc;
+    limiters::redis::connection conn;
+
+    explicit scripted_redis(std::vector<limiters::redis::script> scripts)
+        : conn(ioc.get_executor(), settings(server.port()), std::move(scripts)) {
+        using namespace std::chrono_literals;
+        conn.start();
+        REQUIRE(run(ioc, conn.wait_up(std::chrono::steady_clock::now() + 5s)));
+    }
+    static limiters::redis::connection_settings settings(unsigned short port) {
+        using namespace std::chrono_literals;
+        limiters::redis::connection_settings cs;
+        cs.port = port;
+        cs.command_timeout = 5000ms;
+        cs.watchdog = 10000ms;
+        return cs;
+    }
+    /// Calls script `index` with `keys` and `args`; fails the test on a transport or script
+    /// error (`what` names the script in the message).
+    limiters::redis::reply call(std::size_t index, const std::vector<std::string_view>& keys,
+                                const std::vector<std::string_view>& args, const char* what) {
+        auto r = run(ioc, conn.eval(index, keys, args));
+        REQUIRE_FALSE(r.ec);
+        if (r.value.is_error()) FAIL(what << " script error: " << r.value.str);
+        return r.value;
+    }
+    /// The lease records each request of `reqs` gets back: one per leased layer of its chain.
+    static std::vector<std::size_t> lease_counts(
+        const std::vector<std::pair<const std::vector<limiters::layer_ref>*, double>>& reqs) {
+        std::vector<std::size_t> leased;
+        for (const auto& [chain, cost] : reqs) {
+            leased.push_back(0);
+            for (const auto& l : *chain)
+                leased.back() += l.lease.want > 0;
+        }
+        return leased;
+    }
+    /// One chain-script call (index 0) for the batch `reqs` at `now` (µs): the raw reply.
+    limiters::redis::reply chain_call(
+        const std::vector<std::pair<const std::vector<limiters::layer_ref>*, double>>& reqs,
+        double now) {
+        auto batch = limiters::encode_batch(reqs, now);
+        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
+        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        return call(0, keys, args, "chain");
+    }
+};
 
 }  // namespace rategate::test

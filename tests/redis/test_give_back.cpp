@@ -28,37 +28,16 @@ namespace {
 
 // A connection with the chain script (index 0) and the give-back script (index 1) loaded, as
 // the single-server backend loads them, on a fresh redis-server.
-struct give_back_fixture {
-    rategate::test::redis_server server;
-    net::io_context ioc;
-    redis::connection conn;
+struct give_back_fixture : rategate::test::scripted_redis {
     give_back_fixture()
-        : conn(ioc.get_executor(), settings(server.port()),
-               {{"chain", std::string(chain_script())},
-                {"give back", std::string(give_back_script())}}) {
-        conn.start();
-        REQUIRE(run(ioc, conn.wait_up(std::chrono::steady_clock::now() + 5s)));
-    }
-    static redis::connection_settings settings(unsigned short port) {
-        redis::connection_settings cs;
-        cs.port = port;
-        cs.command_timeout = 5000ms;
-        cs.watchdog = 10000ms;
-        return cs;
-    }
+        : scripted_redis({{"chain", std::string(chain_script())},
+                          {"give back", std::string(give_back_script())}}) {}
     chain_decision decide(const std::vector<layer_ref>& chain, double now, double cost,
                           std::vector<lease_grant>& grants) {
-        auto batch = encode_batch({{&chain, cost}}, now);
-        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
-        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
-        auto r = run(ioc, conn.eval(0, keys, args));
-        REQUIRE_FALSE(r.ec);
-        if (r.value.is_error()) FAIL("chain script error: " << r.value.str);
-        std::vector<std::size_t> leased{0};
-        for (const auto& l : chain)
-            leased[0] += l.lease.want > 0;
+        auto leased = lease_counts({{&chain, cost}});
         std::vector<chain_decision> out;
-        REQUIRE(decode_batch(r.value, out, nullptr, nullptr, &leased, &grants));
+        REQUIRE(decode_batch(chain_call({{&chain, cost}}, now), out, nullptr, nullptr, &leased,
+                             &grants));
         return out.at(0);
     }
     // The script's count of keys changed.
@@ -67,11 +46,9 @@ struct give_back_fixture {
         for (const auto& r : items)
             keys.push_back(r.key);
         std::string packed = encode_give_back_args(items);
-        auto r = run(ioc, conn.eval(1, keys, {packed}));
-        REQUIRE_FALSE(r.ec);
-        if (r.value.is_error()) FAIL("give-back script error: " << r.value.str);
-        REQUIRE(r.value.type == redis::reply::kind::integer);
-        return r.value.integer;
+        auto reply = call(1, keys, {packed}, "give-back");
+        REQUIRE(reply.type == redis::reply::kind::integer);
+        return reply.integer;
     }
     // The state numbers stored at `key` (without the two expiry fields); empty when none.
     std::vector<double> state(const std::string& key) {

@@ -36,33 +36,12 @@ using rategate::test::same;
 namespace {
 
 // A connection with the chain script loaded, on a fresh redis-server.
-struct redis_fixture {
-    rategate::test::redis_server server;
-    net::io_context ioc;
-    redis::connection conn;
-    redis_fixture()
-        : conn(ioc.get_executor(), settings(server.port()),
-               {{"chain", std::string(chain_script())}}) {
-        conn.start();
-        REQUIRE(rategate::test::run(ioc, conn.wait_up(std::chrono::steady_clock::now() + 5s)));
-    }
-    static redis::connection_settings settings(unsigned short port) {
-        redis::connection_settings cs;
-        cs.port = port;
-        cs.command_timeout = 5000ms;
-        cs.watchdog = 10000ms;
-        return cs;
-    }
+struct redis_fixture : rategate::test::scripted_redis {
+    redis_fixture() : scripted_redis({{"chain", std::string(chain_script())}}) {}
     std::vector<chain_decision> decide(
         const std::vector<std::pair<const std::vector<layer_ref>*, double>>& reqs, double now) {
-        auto batch = encode_batch(reqs, now);
-        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
-        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
-        auto r = run(ioc, conn.eval(0, keys, args));
-        REQUIRE_FALSE(r.ec);
-        if (r.value.is_error()) FAIL("script error: " << r.value.str);
         std::vector<chain_decision> out;
-        REQUIRE(decode_batch(r.value, out));
+        REQUIRE(decode_batch(chain_call(reqs, now), out));
         return out;
     }
     chain_decision decide(const std::vector<layer_ref>& layers, double now, double cost) {
@@ -72,20 +51,9 @@ struct redis_fixture {
     std::vector<chain_decision> decide_leased(
         const std::vector<std::pair<const std::vector<layer_ref>*, double>>& reqs, double now,
         std::vector<lease_grant>& grants) {
-        auto batch = encode_batch(reqs, now);
-        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
-        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
-        auto r = run(ioc, conn.eval(0, keys, args));
-        REQUIRE_FALSE(r.ec);
-        if (r.value.is_error()) FAIL("script error: " << r.value.str);
-        std::vector<std::size_t> leased;
-        for (const auto& [chain, cost] : reqs) {
-            leased.push_back(0);
-            for (const auto& l : *chain)
-                leased.back() += l.lease.want > 0;
-        }
+        auto leased = lease_counts(reqs);
         std::vector<chain_decision> out;
-        REQUIRE(decode_batch(r.value, out, nullptr, nullptr, &leased, &grants));
+        REQUIRE(decode_batch(chain_call(reqs, now), out, nullptr, nullptr, &leased, &grants));
         return out;
     }
 };

@@ -36,36 +36,17 @@ namespace {
 
 // A connection with the chain script (index 0) and the refund script (index 1) loaded, on a
 // fresh redis-server.
-struct refund_fixture {
-    rategate::test::redis_server server;
-    net::io_context ioc;
-    redis::connection conn;
+struct refund_fixture : rategate::test::scripted_redis {
     refund_fixture()
-        : conn(ioc.get_executor(), settings(server.port()),
-               {{"chain", std::string(chain_script())}, {"refund", std::string(refund_script())}}) {
-        conn.start();
-        REQUIRE(rategate::test::run(ioc, conn.wait_up(std::chrono::steady_clock::now() + 5s)));
-    }
-    static redis::connection_settings settings(unsigned short port) {
-        redis::connection_settings cs;
-        cs.port = port;
-        cs.command_timeout = 5000ms;
-        cs.watchdog = 10000ms;
-        return cs;
-    }
+        : scripted_redis(
+              {{"chain", std::string(chain_script())}, {"refund", std::string(refund_script())}}) {}
     // One request over `layers` at `now` (the limiter clock); `consumed_at` receives the
     // script's clock (record field 10).
     chain_decision decide(const std::vector<layer_ref>& layers, double now, double cost,
                           double* consumed_at = nullptr) {
-        auto batch = encode_batch({{&layers, cost}}, now);
-        std::vector<std::string_view> keys(batch.keys.begin(), batch.keys.end());
-        std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
-        auto r = run(ioc, conn.eval(0, keys, args));
-        REQUIRE_FALSE(r.ec);
-        if (r.value.is_error()) FAIL("chain script error: " << r.value.str);
         std::vector<chain_decision> out;
         double at = 0;
-        REQUIRE(decode_batch(r.value, out, nullptr, &at));
+        REQUIRE(decode_batch(chain_call({{&layers, cost}}, now), out, nullptr, &at));
         REQUIRE(out.size() == 1);
         if (consumed_at) *consumed_at = at;
         return out[0];
