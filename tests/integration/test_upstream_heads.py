@@ -1,0 +1,130 @@
+"""What an upstream sends back, byte for byte (SPEC §3 "Forwarding"): the gateway parses the
+upstream's response head itself (gateway/http/response_head), so a scripted raw upstream tries
+it with malformed, oversized, dribbled and chunked responses and hop-by-hop fields."""
+import socket
+import socketserver
+import threading
+import time
+
+from harness import Conn, GatewayTest, proxy_config
+
+BIG_BODY = b"0123456789abcdef" * 65536  # 1 MiB, several reads and writes
+
+
+def chunked(body, size=7000):
+    out = b""
+    for i in range(0, len(body), size):
+        piece = body[i:i + size]
+        out += b"%x\r\n" % len(piece) + piece + b"\r\n"
+    return out + b"0\r\n\r\n"
+
+
+# Path (after the route's /api prefix is stripped) -> (response bytes, write them a byte at a time).
+SCRIPTS = {
+    "/ok": (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Up: 1\r\n\r\nok", False),
+    "/dribble": (b"HTTP/1.1 201 Created\r\nContent-Length: 5\r\nX-Slow: yes\r\n\r\nhello", True),
+    "/big": (b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(BIG_BODY) + BIG_BODY, False),
+    "/chunked": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + chunked(BIG_BODY), False),
+    "/hop": (b"HTTP/1.1 200 OK\r\nConnection: keep-alive, X-Secret\r\nX-Secret: s\r\nKeep-Alive: timeout=5\r\n"
+             b"Via: 1.0 inner\r\nVia: 1.1 deeper\r\nX-Request-Id: theirs\r\nContent-Length: 2\r\n\r\nok", False),
+    "/bare-lf": (b"HTTP/1.1 200 OK\nContent-Length: 2\n\nok", False),
+    "/two-lengths": (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok!", False),
+    "/folded": (b"HTTP/1.1 200 OK\r\nX-A: 1\r\n  folded\r\nContent-Length: 2\r\n\r\nok", False),
+    "/nul": (b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\nok", False),
+    "/status": (b"HTTP/1.1 2x0 OK\r\nContent-Length: 2\r\n\r\nok", False),
+    "/huge": (b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"f" * 9000 + b"\r\nContent-Length: 2\r\n\r\nok", False),
+}
+
+
+class ScriptedUpstream(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), ScriptedHandler)
+        self.port = self.server_address[1]
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class ScriptedHandler(socketserver.BaseRequestHandler):
+    def handle(self):
+        buf = b""
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = self.request.recv(65536)
+                if not data:
+                    return
+                buf += data
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            path = head.split(b"\r\n", 1)[0].split(b" ")[1].decode()
+            response, slow = SCRIPTS[path]
+            if slow:
+                for i in range(len(response)):
+                    self.request.sendall(response[i:i + 1])
+                    time.sleep(0.002)
+            else:
+                self.request.sendall(response)
+
+
+class UpstreamHeads(GatewayTest):
+    def setUp(self):
+        super().setUp()
+        self.up = ScriptedUpstream()
+        self.addCleanup(self.up.server_close)
+        self.addCleanup(self.up.shutdown)
+        self.gw = self.gateway(proxy_config([self.up.port]))
+
+    def test_malformed_heads_are_502_naming_the_problem_and_the_client_goes_on(self):
+        c = Conn(self.gw.port)
+        cases = {"/bare-lf": "bare LF", "/two-lengths": "conflicting Content-Length",
+                 "/folded": "obsolete line folding", "/nul": "NUL", "/status": "status code"}
+        for path, reason in cases.items():
+            with self.subTest(path=path):
+                r = c.request("GET", "/api" + path)
+                self.assertEqual(r.status, 502)
+                self.assertEqual(r.json()["error"], "upstream_error")
+                self.assertIn(reason, r.json()["message"])
+        # The same client connection still carries a good exchange.
+        r = c.request("GET", "/api/ok")
+        self.assertEqual((r.status, r.body), (200, b"ok"))
+        c.close()
+
+    def test_a_head_over_8_kib_is_502(self):
+        r = Conn(self.gw.port).request("GET", "/api/huge")
+        self.assertEqual(r.status, 502)
+
+    def test_a_head_dribbled_a_byte_at_a_time_arrives_whole(self):
+        c = Conn(self.gw.port)
+        for _ in range(2):
+            r = c.request("GET", "/api/dribble")
+            self.assertEqual((r.status, r.reason, r.body), (201, "Created", b"hello"))
+            self.assertEqual(r.header("X-Slow"), "yes")
+        c.close()
+
+    def test_sized_and_chunked_bodies_arrive_intact_and_framed_per_version(self):
+        c = Conn(self.gw.port)
+        r = c.request("GET", "/api/big")
+        self.assertEqual(r.body, BIG_BODY)
+        self.assertEqual(r.header("Content-Length"), str(len(BIG_BODY)))
+        r = c.request("GET", "/api/chunked")
+        self.assertEqual(r.body, BIG_BODY)
+        self.assertEqual(r.header("Transfer-Encoding"), "chunked")
+        self.assertIsNone(r.header("Content-Length"))
+        c.close()
+        # HTTP/1.0 never gets Transfer-Encoding: the body runs to the close.
+        c = Conn(self.gw.port)
+        c.send(b"GET /api/chunked HTTP/1.0\r\nHost: t\r\n\r\n")
+        r = c.read_response()
+        self.assertIsNone(r.header("Transfer-Encoding"))
+        self.assertEqual(r.body, BIG_BODY)
+        c.close()
+
+    def test_hop_by_hop_fields_go_and_via_lines_merge(self):
+        r = Conn(self.gw.port).request("GET", "/api/hop")
+        names = [k.lower() for k, _ in r.headers]
+        self.assertNotIn("x-secret", names)
+        self.assertNotIn("keep-alive", names)
+        self.assertNotIn("connection", names)
+        self.assertEqual(r.header_all("Via"), ["1.0 inner, 1.1 deeper, 1.1 rategate"])
+        self.assertEqual(r.header_all("X-Request-Id"), ["theirs"])
+        self.assertEqual(r.body, b"ok")
