@@ -259,8 +259,9 @@ void worker::log_redis_changes() {
             else
                 spdlog::info("loop {}: Redis connection {} up: {}{}", index, i, at,
                              at != seen.address ? " (was " + seen.address + ")" : std::string());
-        } else if (!up && (seen.up || generation != seen.generation)) {
-            // Also a connection that came up and dropped again between two looks.
+        } else if (!up && (seen.up || generation != seen.generation) && !stopping) {
+            // Also a connection that came up and dropped again between two looks (not the
+            // close of a stop: that is no loss).
             spdlog::warn(
                 "loop {}: Redis connection {} to {} lost ({}): routes apply on_redis_error", index,
                 i, seen.up ? seen.address : at, redis[i]->last_error());
