@@ -2,7 +2,6 @@
 
 #include <array>
 #include <charconv>
-#include <cstring>
 #include "gateway/http/text.hpp"
 
 namespace rategate::gateway::h1 {
@@ -23,23 +22,6 @@ constexpr auto byte_class = [] {
 
 bool is_class(char c, unsigned char cls) {
     return byte_class[static_cast<unsigned char>(c)] & cls;
-}
-
-// From `i`, skips 8 bytes at a time while none of them is a control byte (below 0x20, or
-// 0x7f): the bulk of a value in a few word operations (SWAR "has less than" and "has zero"
-// byte tests); the byte loop takes over at the word holding the line's end.
-std::size_t skip_plain_bytes(std::string_view data, std::size_t i) {
-    constexpr std::uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
-    while (i + 8 <= data.size()) {
-        std::uint64_t w;
-        std::memcpy(&w, data.data() + i, sizeof w);
-        const std::uint64_t below_space = (w - ones * 0x20) & ~w & highs;
-        const std::uint64_t x = w ^ (ones * 0x7f);
-        const std::uint64_t del = (x - ones) & ~x & highs;
-        if (below_space | del) break;
-        i += 8;
-    }
-    return i;
 }
 
 // Reads the tokens of a Connection line into the head's close / keep-alive flags.
@@ -140,7 +122,6 @@ head_parse parse_response_head(std::string_view data, std::size_t max_bytes, res
     const std::size_t n = data.size();
     // Where a value run starting at `i` ends: the CR of its CRLF (npos: not all here yet).
     auto value_end = [&](std::size_t i, const char** problem) -> std::size_t {
-        i = skip_plain_bytes(data, i);
         while (i < n && is_class(data[i], value_byte))
             ++i;
         if (i == n) return std::string_view::npos;

@@ -6,11 +6,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/rfc7230.hpp>
-#include <boost/beast/http/serializer.hpp>
-#include <boost/beast/http/write.hpp>
-#include <optional>
 
 #include "gateway/http/error_response.hpp"
 #include "gateway/http/http_head.hpp"
@@ -61,11 +56,6 @@ net::awaitable<bool> open_tunnel(worker& w, runtime& rt, timed_socket& client,
 
 // The longest response head taken from an upstream (Beast's parser default, 8 KiB).
 constexpr std::size_t max_response_head_bytes = 8 * 1024;
-
-std::string_view buffer_view(const beast::flat_buffer& b) {
-    auto d = b.data();
-    return {static_cast<const char*>(d.data()), d.size()};
-}
 
 // Why reading a response head failed: an I/O error, or what was wrong with the head.
 struct head_failure {
@@ -142,6 +132,19 @@ net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, uns
     co_return !ec;
 }
 
+net::awaitable<bool> fail_exchange(worker& w, timed_socket& client, const request_parser& parser,
+                                   exchange_record& record, milliseconds timeout,
+                                   bool client_keep_alive, unsigned client_version,
+                                   bool head_request, unsigned status, std::string_view code,
+                                   std::string_view message) {
+    record.status = status;
+    // A request body that was neither read nor forwarded leaves the connection mid-message.
+    bool keep = client_keep_alive && parser.is_done() && !w.stopping;
+    bool ok = co_await write_error(client, timeout, status, code, message, keep, client_version,
+                                   head_request);
+    co_return ok&& keep;
+}
+
 net::awaitable<error_code> write_response(timed_socket& client,
                                           const http::response<http::string_body>& res,
                                           std::string& scratch, milliseconds timeout) {
@@ -190,15 +193,9 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
 
     const bool has_body = !parser.is_done();
     const bool idempotent = is_idempotent(req.method());
-    auto fail = [&](unsigned status, std::string_view code,
-                    std::string_view message) -> net::awaitable<bool> {
-        record.status = status;
-        // A request body that was neither read nor forwarded leaves the connection
-        // mid-message.
-        bool keep = client_keep_alive && parser.is_done() && !w.stopping;
-        bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep,
-                                       client_version, head_request);
-        co_return ok&& keep;
+    auto fail = [&](unsigned status, std::string_view code, std::string_view message) {
+        return fail_exchange(w, client, parser, record, limits.idle_timeout, client_keep_alive,
+                             client_version, head_request, status, code, message);
     };
 
     // Connect: a failed connect is retried once on the next target for idempotent methods;

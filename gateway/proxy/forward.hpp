@@ -83,6 +83,17 @@ boost::asio::awaitable<bool> proxy_request_h2(
 std::vector<std::pair<std::string, std::string>> h2_request_head(
     const boost::beast::http::request_header<>& req, std::string_view scheme);
 
+/// The answer of proxy_request() and proxy_request_h2() when the exchange cannot go on: the
+/// JSON error of `status` (write_error()), noted in `record`; the connection is kept when the
+/// client asked for it, its body was all read and the worker is not stopping. Returns true
+/// when the client connection can carry another request.
+boost::asio::awaitable<bool> fail_exchange(worker& w, timed_socket& client,
+                                           const request_parser& parser, exchange_record& record,
+                                           std::chrono::milliseconds timeout,
+                                           bool client_keep_alive, unsigned client_version,
+                                           bool head_request, unsigned status,
+                                           std::string_view code, std::string_view message);
+
 /// Writes `res` whole to `client`: head and body serialized into `scratch` (storage reused by
 /// the caller) and offered to the kernel at once, what it does not take sent under `timeout`.
 /// Returns the write's error.

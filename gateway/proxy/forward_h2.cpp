@@ -71,13 +71,9 @@ net::awaitable<bool> proxy_request_h2(worker& w, runtime& rt, timed_socket& clie
     const auto& up_cfg = pool.settings();
     const bool head_request = req.method() == http::verb::head;
     const bool has_body = !parser.is_done();
-    auto fail = [&](unsigned status, std::string_view code,
-                    std::string_view message) -> net::awaitable<bool> {
-        record.status = status;
-        bool keep = client_keep_alive && parser.is_done() && !w.stopping;
-        bool ok = co_await write_error(client, limits.idle_timeout, status, code, message, keep,
-                                       client_version, head_request);
-        co_return ok&& keep;
+    auto fail = [&](unsigned status, std::string_view code, std::string_view message) {
+        return fail_exchange(w, client, parser, record, limits.idle_timeout, client_keep_alive,
+                             client_version, head_request, status, code, message);
     };
 
     const auto scheme = up_cfg.protocol == config::upstream_protocol::h2 ? "https" : "http";

@@ -1,7 +1,6 @@
 #include "gateway/proxy/header_rewrite.hpp"
 
 #include <array>
-#include <boost/beast/http/rfc7230.hpp>
 #include <boost/container/small_vector.hpp>
 #include <charconv>
 #include <cstdint>

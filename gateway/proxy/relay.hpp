@@ -22,6 +22,12 @@
 
 namespace rategate::gateway {
 
+/// The readable bytes of `b` as text (views the buffer: valid until it changes).
+inline std::string_view buffer_view(const boost::beast::flat_buffer& b) {
+    auto d = b.data();
+    return {static_cast<const char*>(d.data()), d.size()};
+}
+
 /// How one relayed message ended.
 struct relay_result {
     boost::system::error_code read;   ///< failure on the side the message came from

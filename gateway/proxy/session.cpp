@@ -5,7 +5,6 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/write.hpp>
 #include <chrono>
 #include <cstring>
 
@@ -14,6 +13,7 @@
 #include "gateway/http2/connection.hpp"
 #include "gateway/proxy/admission.hpp"
 #include "gateway/proxy/forward.hpp"
+#include "gateway/proxy/relay.hpp"
 #include "gateway/proxy/request_facts.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "gateway/runtime/task_group.hpp"
@@ -37,11 +37,6 @@ struct block_result {
     std::size_t length = 0;
     const char* reason = "";
 };
-
-std::string_view buffer_view(const beast::flat_buffer& b) {
-    auto d = b.data();
-    return {static_cast<const char*>(d.data()), d.size()};
-}
 
 // Reads until `buf` holds a whole header block. The wait for the first byte is bounded by
 // `first_wait` (header_timeout for a new connection, idle_timeout between requests); from
