@@ -1,5 +1,6 @@
 #include "limiters/keys.hpp"
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -14,16 +15,26 @@ std::string escape_key_part(std::string_view value) {
 
 void append_escaped(std::string& out, std::string_view value) {
     static constexpr char hex[] = "0123456789ABCDEF";
-    for (unsigned char c : value) {
-        bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                     c == '.' || c == '_' || c == '-';
-        if (plain) {
-            out += static_cast<char>(c);
-        } else {
-            out += '%';
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        }
+    static constexpr auto plain = [] {
+        std::array<bool, 256> t{};
+        for (int c = 0; c < 256; ++c)
+            t[static_cast<std::size_t>(c)] = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                                             (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                                             c == '-';
+        return t;
+    }();
+    // Runs of plain bytes go in one append each (an id is usually one run).
+    std::size_t i = 0;
+    while (i < value.size()) {
+        std::size_t j = i;
+        while (j < value.size() && plain[static_cast<unsigned char>(value[j])])
+            ++j;
+        out.append(value.data() + i, j - i);
+        if (j == value.size()) break;
+        auto c = static_cast<unsigned char>(value[j]);
+        const char escaped[3] = {'%', hex[c >> 4], hex[c & 15]};
+        out.append(escaped, 3);
+        i = j + 1;
     }
 }
 

@@ -61,9 +61,19 @@ policy::policy(const config::config& cfg)
                 }))
                 headers.push_back(c.scope_header);
         }
+        auto route_part = "r=" + escape_key_part(r.name);
+        // Global and route keys do not depend on the request: made once here.
+        std::vector<std::string> fixed;
+        for (const auto* l : chain) {
+            auto scope = l->limiter->scope;
+            fixed.push_back(scope == scope_kind::global  ? global_key(prefix_, l->head)
+                            : scope == scope_kind::route ? l->head + "|{" + route_part + "}"
+                                                         : std::string());
+        }
         chains_.push_back(std::move(chain));
+        fixed_keys_.push_back(std::move(fixed));
         header_names_.push_back(std::move(headers));
-        route_parts_.push_back("r=" + escape_key_part(r.name));
+        route_parts_.push_back(std::move(route_part));
     }
 }
 
@@ -106,7 +116,6 @@ std::string group_ip(std::string_view ip, int ipv4_prefix, int ipv6_prefix) {
 }
 
 void policy::keys_for(std::size_t route_index, const identity& who, request_keys& out) const {
-    out.refs.clear();
     out.layers.clear();
     out.denied_by = nullptr;
     out.invalid_by = nullptr;
@@ -116,17 +125,29 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
         why = l;
     };
     const auto& route_part = route_parts_[route_index];
-    // One allocation per key: the layer's constant head, the escaped parts, the closing brace.
-    for (const auto* l : chains_[route_index]) {
+    const auto& chain = chains_[route_index];
+    const auto& fixed = fixed_keys_[route_index];
+    // The refs' strings are written in place: a request_keys used again keeps their capacity.
+    std::size_t n = 0;
+    auto next_key = [&out, &n](const layer* l) -> std::string& {
+        if (n == out.refs.size()) out.refs.emplace_back();
+        auto& ref = out.refs[n++];
+        ref.spec = &l->spec;
+        ref.lease = {};
+        out.layers.push_back(l);
+        return ref.key;
+    };
+    for (std::size_t i = 0; i < chain.size(); ++i) {
+        const auto* l = chain[i];
         const auto& c = *l->limiter;
+        if (c.scope == scope_kind::global || c.scope == scope_kind::route) {
+            next_key(l).assign(fixed[i]);
+            continue;
+        }
         std::optional<std::string_view> value;
         std::string grouped;
         std::string_view tag;
         switch (c.scope) {
-            case scope_kind::global:
-                break;
-            case scope_kind::route:
-                break;
             case scope_kind::user:
                 tag = "u";
                 value = who.user;
@@ -149,48 +170,41 @@ void policy::keys_for(std::size_t route_index, const identity& who, request_keys
                 tag = "h";
                 value = who.header(c.scope_header);
                 break;
+            default:
+                break;
         }
-        std::string key;
-        if (c.scope == scope_kind::global) {
-            key = global_key(prefix_, l->head);
-        } else if (c.scope == scope_kind::route) {
-            key.reserve(l->head.size() + route_part.size() + 3);
-            key += l->head;
-            key += "|{";
-            key += route_part;
-        } else {
-            if (value && value->size() > max_identity_bytes) {
-                stop(l, out.invalid_by);  // SPEC §2: never a key
+        if (value && value->size() > max_identity_bytes) {
+            stop(l, out.invalid_by);  // SPEC §2: never a key
+            return;
+        }
+        if (!value) {
+            if (c.on_missing_key == config::missing_key_policy::deny) {
+                stop(l, out.denied_by);
                 return;
             }
-            if (!value) {
-                if (c.on_missing_key == config::missing_key_policy::deny) {
-                    stop(l, out.denied_by);
-                    return;
-                }
-                if (c.on_missing_key != config::missing_key_policy::anonymous)
-                    continue;  // skip: this layer does not apply
-            }
-            key.reserve(l->head.size() + tag.size() + (value ? 3 * value->size() : 10) +
-                        route_part.size() + 4);
-            key += l->head;
-            key += "|{";
-            key += tag;
-            if (value) {
-                key += '=';
-                append_escaped(key, *value);
-            } else {
-                key += "~anonymous";  // '~' is escaped in real values: no collision
-            }
-            if (c.per_route) {
-                key += '|';
-                key += route_part;
-            }
+            if (c.on_missing_key != config::missing_key_policy::anonymous)
+                continue;  // skip: this layer does not apply
         }
-        if (c.scope != scope_kind::global) key += '}';
-        out.refs.push_back({std::move(key), &l->spec});
-        out.layers.push_back(l);
+        auto& key = next_key(l);
+        key.clear();
+        key.reserve(l->head.size() + tag.size() + (value ? 3 * value->size() : 10) +
+                    route_part.size() + 5);
+        key += l->head;
+        key += "|{";
+        key += tag;
+        if (value) {
+            key += '=';
+            append_escaped(key, *value);
+        } else {
+            key += "~anonymous";  // '~' is escaped in real values: no collision
+        }
+        if (c.per_route) {
+            key += '|';
+            key += route_part;
+        }
+        key += '}';
     }
+    out.refs.resize(n);
 }
 
 }  // namespace rategate::limiters

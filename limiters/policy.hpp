@@ -69,7 +69,8 @@ class policy {
         const layer* denied_by = nullptr;   ///< on_missing_key "deny": 403
         const layer* invalid_by = nullptr;  ///< its identity is over max_identity_bytes: 400
     };
-    /// The keys of route `route_index` for `who`, chain order. The first layer that denies the
+    /// The keys of route `route_index` for `who`, chain order, written over `out` (whose
+    /// strings keep their capacity when it is used again). The first layer that denies the
     /// request (missing key with "deny", or a user id / header value longer than
     /// max_identity_bytes, SPEC §2) stops the computation.
     void keys_for(std::size_t route_index, const identity& who, request_keys& out) const;
@@ -83,6 +84,8 @@ class policy {
     std::vector<std::vector<const layer*>> chains_;
     std::vector<std::vector<std::string_view>> header_names_;  ///< per route
     std::vector<std::string> route_parts_;                     ///< per route: "r=<escaped name>"
+    std::vector<std::vector<std::string>> fixed_keys_;  ///< per route and chain position: the
+                                                        ///< key of a global or route layer
 };
 
 /// The longest user id or `header:NAME` value that may become a key (SPEC §2), bytes.

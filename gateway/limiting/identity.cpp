@@ -1,24 +1,34 @@
 #include "gateway/limiting/identity.hpp"
 
-#include "gateway/identity/client_ip.hpp"
+#include "gateway/http/text.hpp"
 
 namespace rategate::gateway::limiting {
 
-request_identity assemble_identity(const config::config& cfg, const limiters::policy& policy,
-                                   std::size_t route_index,
+request_identity assemble_identity(const config::config& cfg,
+                                   const identity::settings& client_ip,
+                                   const limiters::policy& policy, std::size_t route_index,
                                    const boost::beast::http::fields& fields, std::string_view peer,
                                    const std::optional<std::string>& jwt_user) {
     request_identity who;
-    if (cfg.identity.jwt) {
-        if (jwt_user) who.user = *jwt_user;
-    } else if (auto it = fields.find(cfg.identity.user_header);
-               it != fields.end() && !it->value().empty()) {
-        who.user = std::string_view(it->value());
-    }
+    // One walk over the field lines (in the order received) for the user header and the
+    // forwarding header: a list of a few lines costs less than a tree lookup per name.
+    const std::string_view user_header = cfg.identity.jwt ? std::string_view{}
+                                                          : cfg.identity.user_header;
+    const std::string_view ip_header = cfg.identity.client_ip_header;
     std::vector<std::string_view> forwarding;  // every field line: one list (RFC 9110 §5.3)
-    for (auto [it, end] = fields.equal_range(cfg.identity.client_ip_header); it != end; ++it)
-        forwarding.emplace_back(it->value());
-    who.ip = identity::resolve_client_ip(peer, forwarding, identity::settings::from(cfg.identity));
+    bool user_seen = false;
+    for (const auto& f : fields) {
+        auto name = std::string_view(f.name_string());
+        if (name.size() == user_header.size() && !user_seen && h1::iequals(name, user_header)) {
+            user_seen = true;  // the first line only, as fields::find
+            if (!f.value().empty()) who.user = std::string_view(f.value());
+        }
+        if (name.size() == ip_header.size() && h1::iequals(name, ip_header)) {
+            forwarding.emplace_back(f.value());
+        }
+    }
+    if (cfg.identity.jwt && jwt_user) who.user = *jwt_user;
+    who.ip = identity::resolve_client_ip(peer, forwarding, client_ip);
     for (auto name : policy.header_names(route_index)) {
         auto it = fields.find(name);
         who.headers.push_back({name, it == fields.end() ? std::nullopt

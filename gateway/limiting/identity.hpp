@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.hpp"
+#include "gateway/identity/client_ip.hpp"
 #include "limiters/policy.hpp"
 
 namespace rategate::gateway::limiting {
@@ -31,8 +32,10 @@ struct request_identity {
 /// `peer` (canonical text). With `identity.user.jwt` the user is `jwt_user` (the verified
 /// token's claim) and the user header is not read; otherwise the user header's first field
 /// line, when not empty. Header scopes take their field's first line (empty counts).
-request_identity assemble_identity(const config::config& cfg, const limiters::policy& policy,
-                                   std::size_t route_index,
+/// `client_ip` is identity::settings::from(cfg.identity), made once per config.
+request_identity assemble_identity(const config::config& cfg,
+                                   const identity::settings& client_ip,
+                                   const limiters::policy& policy, std::size_t route_index,
                                    const boost::beast::http::fields& fields, std::string_view peer,
                                    const std::optional<std::string>& jwt_user);
 

@@ -124,12 +124,6 @@ void pipeline::count_leases() {
 net::awaitable<limiters::backend::answer> pipeline::decide_shared(
     const std::vector<const limiters::policy::layer*>& layers,
     const std::vector<limiters::layer_ref>& refs, double cost, bool want_state) {
-    bool leased = false;
-    if (shared_->leases())
-        for (const auto* l : layers)
-            leased = leased || l->limiter->lease > 0;
-    if (!leased) co_return co_await shared_->decide(refs, cost, clock_, want_state);
-
     // Each leased layer takes what its lease holds; what it lacks (`need`), a top-up when the
     // lease runs low, and every exact layer go in the call.
     const std::size_t n = refs.size();
@@ -222,21 +216,22 @@ net::awaitable<limiters::backend::answer> pipeline::decide_shared(
 
 net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters::identity& who,
                                         double cost) {
-    auto out = co_await decide(route_index, who, cost);
-    if (out.forward && out.what != verdict::error) {
-        const auto& d = out.decision;
-        out.what = d.wait_us > 0   ? verdict::delayed
-                   : d.shadow_mask ? verdict::shadow_limited
-                                   : verdict::allowed;
-    }
-    count(out, metrics_);
-    co_return out;
-}
-
-net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters::identity& who,
-                                         double cost) {
     const auto& route = cfg_.routes[route_index];
-    limiters::policy::request_keys keys;
+    // The keys' storage is this loop's, used again by the next request.
+    struct pooled_keys {
+        std::vector<std::unique_ptr<limiters::policy::request_keys>>& spare;
+        std::unique_ptr<limiters::policy::request_keys> keys;
+        ~pooled_keys() {
+            if (spare.size() < 256) spare.push_back(std::move(keys));
+        }
+    } pooled{spare_keys_, nullptr};
+    if (spare_keys_.empty()) {
+        pooled.keys = std::make_unique<limiters::policy::request_keys>();
+    } else {
+        pooled.keys = std::move(spare_keys_.back());
+        spare_keys_.pop_back();
+    }
+    auto& keys = *pooled.keys;
     policy_.keys_for(route_index, who, keys);
     outcome out;
     auto refuse = [&](verdict v, const limiters::policy::layer* by) {
@@ -244,16 +239,27 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
         out.forward = false;
         out.decider = by;
     };
+    // Every answer is classified and counted on its way out (moved into the result).
+    auto finish = [&]() -> outcome&& {
+        if (out.forward && out.what != verdict::error) {
+            const auto& d = out.decision;
+            out.what = d.wait_us > 0   ? verdict::delayed
+                       : d.shadow_mask ? verdict::shadow_limited
+                                       : verdict::allowed;
+        }
+        count(out, metrics_);
+        return std::move(out);
+    };
     if (keys.denied_by) {
         refuse(verdict::denied, keys.denied_by);
-        co_return out;
+        co_return finish();
     }
     if (keys.invalid_by) {
         refuse(verdict::invalid_identity, keys.invalid_by);
-        co_return out;
+        co_return finish();
     }
-    if (keys.refs.empty()) co_return out;
-    out.layers = std::move(keys.layers);  // the chain as decided, kept in the outcome
+    if (keys.refs.empty()) co_return finish();
+    out.layers = keys.layers;  // the chain as decided, kept in the outcome (keys keep theirs)
     if (opts_.costs_beyond_routes) cost_ceiling_ = std::max(cost_ceiling_, cost);
 
     // Shaping: requests held for a delayed layer are bounded per key and event loop.
@@ -273,7 +279,7 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
                     out.header = out.layers[i];
                     out.decision.allowed = false;
                     out.decision.retry_us = out.layers[i]->spec.delay_us;
-                    co_return out;
+                    co_return finish();
                 }
                 held.push_back(keys.refs[i].key);
             }
@@ -306,7 +312,7 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
             out.header = out.decider;
             out.cached = true;
             top_.add(keys.refs[at].key, static_cast<std::int64_t>(now / 1000));
-            co_return out;
+            co_return finish();
         }
     }
 
@@ -321,7 +327,11 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
         // "local" goes local at once while Redis is down, unless a lease may serve the chain.
         if (shared_ && (leased || !(route.on_redis_error == config::redis_error_policy::local &&
                                     !redis_ready()))) {
-            auto a = co_await decide_shared(out.layers, keys.refs, cost, cacheable);
+            limiters::backend::answer a;
+            if (leased)
+                a = co_await decide_shared(out.layers, keys.refs, cost, cacheable);
+            else
+                a = co_await shared_->decide(keys.refs, cost, clock_, cacheable);
             if (!a.ec) {
                 d = a.decision;
                 decided = true;
@@ -330,11 +340,11 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
                 out.redis_error = a.ec;
                 if (route.on_redis_error == config::redis_error_policy::allow) {
                     out.what = verdict::error;  // fail open: forwarded, no headers
-                    co_return out;
+                    co_return finish();
                 }
                 if (route.on_redis_error == config::redis_error_policy::deny) {
                     refuse(verdict::error, nullptr);  // 503
-                    co_return out;
+                    co_return finish();
                 }
             }
         }
@@ -351,7 +361,7 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
             d.header_layer >= 0 ? out.layers[static_cast<std::size_t>(d.header_layer)] : nullptr;
         if (d.allowed) {
             if (d.wait_us > 0 && opts_.delays == shaping::wait) co_await sleep_us(d.wait_us);
-            co_return out;
+            co_return finish();
         }
         // A window layer in delay mode says when to decide again; it reserves nothing.
         if (holds && d.wait_us > 0 && waited + d.wait_us <= max_delay) {
@@ -362,7 +372,7 @@ net::awaitable<outcome> pipeline::decide(std::size_t route_index, const limiters
         refuse(verdict::limited, out.layers[static_cast<std::size_t>(d.decider)]);
         top_.add(keys.refs[static_cast<std::size_t>(d.decider)].key,
                  static_cast<std::int64_t>(clock_.now_us() / 1000));
-        co_return out;
+        co_return finish();
     }
 }
 

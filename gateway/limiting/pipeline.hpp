@@ -73,10 +73,8 @@ class pipeline {
     std::size_t held_keys() const { return waiting_.size(); }
 
   private:
-    boost::asio::awaitable<outcome> decide(std::size_t route_index, const limiters::identity& who,
-                                           double cost);
-    /// One decision of the shared backend over `refs` (chain order, `layers` parallel): the
-    /// leased layers from the lease book and, where a call is needed, the rest in one call
+    /// One decision of the shared backend over `refs` (chain order, `layers` parallel) with at
+    /// least one leased layer: the leased layers from the lease book and, where a call is needed, the rest in one call
     /// (layers the lease serves left out of it). The answer's positions are the chain's.
     boost::asio::awaitable<limiters::backend::answer> decide_shared(
         const std::vector<const limiters::policy::layer*>& layers,
@@ -103,6 +101,8 @@ class pipeline {
     admin::windowed_top top_;  ///< the layer keys this loop limited, per minute (GET /top)
     std::map<std::string, std::size_t> waiting_;  ///< shaped requests held, per layer key
     std::shared_ptr<lease_sweeper> sweeper_;      ///< the idle give-back's state
+    /// Key storage of finished requests, for the next ones (policy::keys_for writes in place).
+    std::vector<std::unique_ptr<limiters::policy::request_keys>> spare_keys_;
 };
 
 }  // namespace rategate::gateway::limiting

@@ -111,7 +111,8 @@ runtime::runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const 
       policy(std::move(p)),
       routes(*cfg),
       metrics(std::make_shared<loop_metrics>(cfg->routes.size(), cfg->limiters.size(),
-                                             cfg->upstreams.size())) {
+                                             cfg->upstreams.size())),
+      client_ip(identity::settings::from(cfg->identity)) {
     std::size_t i = 0;
     for (const auto& [name, u] : cfg->upstreams)
         upstream_index[name] = i++;

@@ -16,6 +16,7 @@
 #include "config/config.hpp"
 #include "gateway/admin/metrics.hpp"
 #include "gateway/http/router.hpp"
+#include "gateway/identity/client_ip.hpp"
 #include "gateway/identity/jwt_verifier.hpp"
 #include "gateway/identity/token_cache.hpp"
 #include "gateway/limiting/pipeline.hpp"
@@ -49,6 +50,7 @@ struct runtime {
     std::shared_ptr<boost::asio::ssl::context> tls;     ///< HTTPS on listen, when configured
     std::unique_ptr<identity::jwt_verifier> jwt;        ///< identity.user.jwt, when configured
     std::unique_ptr<identity::token_cache> jwt_cache;   ///< this loop's verified tokens
+    identity::settings client_ip;  ///< how the client address is found (points into cfg)
 
     runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const limiters::policy> p);
     /// The pool of upstream `name` (validated to exist by the config loader).

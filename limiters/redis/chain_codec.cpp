@@ -60,13 +60,21 @@ chain_batch encode_batch(
     std::string spec_args, costs, layers;
     costs.reserve(requests.size() * 8);
     layers.reserve(requests.size() * 2 + layer_count * 4);
+    // The key index at each chain position of the previous request: the global and route keys
+    // (and a busy client's) repeat from request to request, and a compare is cheaper than a hash.
+    std::vector<std::size_t> previous;
     for (std::size_t r = 0; r < requests.size(); ++r) {
         const auto& [chain, cost] = requests[r];
         put_double(costs, cost);
         bool want = want_state && (*want_state)[r];
         put_u16(layers, chain->size() + (want ? 0x8000 : 0));
-        for (const auto& l : *chain) {
-            std::size_t k = index_of(l.key);
+        if (previous.size() < chain->size()) previous.resize(chain->size(), SIZE_MAX);
+        for (std::size_t p = 0; p < chain->size(); ++p) {
+            const auto& l = (*chain)[p];
+            std::size_t k = previous[p] != SIZE_MAX && b.keys[previous[p]] == l.key
+                                ? previous[p]
+                                : index_of(l.key);
+            previous[p] = k;
             std::size_t s = 0;
             while (s < specs.size() && specs[s] != l.spec)
                 ++s;

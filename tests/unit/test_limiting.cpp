@@ -44,6 +44,14 @@ std::shared_ptr<const config::config> make_config(const char* user_identity) {
                                 "t.json");
 }
 
+gateway::limiting::request_identity identify(const config::config& cfg, const limiters::policy& pol,
+                                            std::size_t route, const http::fields& f,
+                                            std::string_view peer,
+                                            const std::optional<std::string>& jwt_user) {
+    return gateway::limiting::assemble_identity(
+        cfg, gateway::identity::settings::from(cfg.identity), pol, route, f, peer, jwt_user);
+}
+
 }  // namespace
 
 TEST_CASE("identity: the user header, the client IP behind trusted proxies, header scopes") {
@@ -53,13 +61,24 @@ TEST_CASE("identity: the user header, the client IP behind trusted proxies, head
         http::fields f;
         f.insert("X-User-Id", "alice");
         f.insert("X-User-Id", "mallory");
-        auto who = gateway::limiting::assemble_identity(*cfg, pol, 1, f, "192.0.2.1", {});
+        auto who = identify(*cfg, pol, 1, f, "192.0.2.1", {});
         CHECK(who.user == std::optional<std::string_view>("alice"));
         CHECK(who.ip == "192.0.2.1");
         CHECK(who.headers.empty());  // the route has no header scope
         http::fields empty;
         empty.insert("X-User-Id", "");
-        CHECK(!gateway::limiting::assemble_identity(*cfg, pol, 1, empty, "192.0.2.1", {}).user);
+        CHECK(!identify(*cfg, pol, 1, empty, "192.0.2.1", {}).user);
+        // Any case, among other fields: still the first line, even when it is empty.
+        http::fields mixed;
+        mixed.insert("X-Forwarded-For", "203.0.113.9");
+        mixed.insert("x-user-ID", "");
+        mixed.insert("X-User-Id", "bob");
+        CHECK(!identify(*cfg, pol, 1, mixed, "192.0.2.1", {}).user);
+        http::fields lower;
+        lower.insert("Accept", "*/*");
+        lower.insert("x-user-id", "carol");
+        CHECK(identify(*cfg, pol, 1, lower, "192.0.2.1", {}).user ==
+              std::optional<std::string_view>("carol"));
     }
     SUBCASE("a JWT user is never overridden by the user header") {
         setenv("RATEGATE_TEST_SECRET", "0123456789abcdef0123456789abcdef", 1);
@@ -68,18 +87,18 @@ TEST_CASE("identity: the user header, the client IP behind trusted proxies, head
         limiters::policy jpol(*jwt);
         http::fields f;
         f.insert("X-User-Id", "mallory");
-        CHECK(!gateway::limiting::assemble_identity(*jwt, jpol, 1, f, "192.0.2.1", {}).user);
+        CHECK(!identify(*jwt, jpol, 1, f, "192.0.2.1", {}).user);
         std::optional<std::string> verified = "alice";
-        CHECK(gateway::limiting::assemble_identity(*jwt, jpol, 1, f, "192.0.2.1", verified).user ==
+        CHECK(identify(*jwt, jpol, 1, f, "192.0.2.1", verified).user ==
               std::optional<std::string_view>("alice"));
     }
     SUBCASE("client IP: forwarding header only from a trusted peer, every field line") {
         http::fields f;
         f.insert("X-Forwarded-For", "198.51.100.7, 10.1.1.1");
         f.insert("X-Forwarded-For", "10.2.2.2");
-        CHECK(gateway::limiting::assemble_identity(*cfg, pol, 1, f, "10.9.9.9", {}).ip ==
+        CHECK(identify(*cfg, pol, 1, f, "10.9.9.9", {}).ip ==
               "198.51.100.7");
-        CHECK(gateway::limiting::assemble_identity(*cfg, pol, 1, f, "192.0.2.1", {}).ip ==
+        CHECK(identify(*cfg, pol, 1, f, "192.0.2.1", {}).ip ==
               "192.0.2.1");
     }
     SUBCASE("header scopes: each name once, first field line, absent and empty told apart") {
@@ -88,13 +107,13 @@ TEST_CASE("identity: the user header, the client IP behind trusted proxies, head
         f.insert("x-api-KEY", "k1");
         f.insert("X-Api-Key", "k2");
         f.insert("X-Tenant", "");
-        auto who = gateway::limiting::assemble_identity(*cfg, pol, 0, f, "192.0.2.1", {});
+        auto who = identify(*cfg, pol, 0, f, "192.0.2.1", {});
         auto view = who.view();
         CHECK(view.header("X-Api-Key") == std::optional<std::string_view>("k1"));
         CHECK(view.header("x-api-key") == std::optional<std::string_view>("k1"));
         CHECK(view.header("X-Tenant") == std::optional<std::string_view>(""));
         http::fields none;
-        auto nobody = gateway::limiting::assemble_identity(*cfg, pol, 0, none, "192.0.2.1", {});
+        auto nobody = identify(*cfg, pol, 0, none, "192.0.2.1", {});
         CHECK(!nobody.view().header("X-Api-Key"));
         CHECK(!nobody.view().header("X-Other"));  // not a scope of the route: never read
     }
