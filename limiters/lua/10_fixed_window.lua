@@ -10,7 +10,9 @@ A[1] = function(p, st, off, now, cost, delay, out)
     start = current
     count = 0
   end
-  local t = max(now, start)
+  -- Comparisons in place of math.max (the same results, no C call on the hot path).
+  local t = now
+  if start > now then t = start end
   local ok, retry, nxt = false, 0, count
   if count + cost <= limit then
     ok = true
@@ -21,5 +23,7 @@ A[1] = function(p, st, off, now, cost, delay, out)
   out[off + 1] = start
   out[off + 2] = nxt
   local reset = start + window - t
-  return ok, false, 0, retry, max(0, limit - nxt), reset, (t - now) + (reset + 1000)
+  local remaining = limit - nxt
+  if not (remaining > 0) then remaining = 0 end
+  return ok, false, 0, retry, remaining, reset, (t - now) + (reset + 1000)
 end

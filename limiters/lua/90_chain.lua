@@ -45,63 +45,58 @@ local function unpack_all(code, width, s)
   return out
 end
 
+-- specs[si], and the same spec at si + 0x4000 (a leased layer's spec index; spec indices stay
+-- below 0x4000), so the passes below look a layer's spec up without clearing that bit first.
 local specs = {}
 do
   local a = unpack_all('d', 8, ARGV[2])
-  local i, n = 1, #ARGV[2] / 8
+  local i, n, si = 1, #ARGV[2] / 8, 0
   while i <= n do
-    local spec = {algo = a[i], shadow = a[i + 1] == 1, delay = a[i + 2], rules = {}}
-    local nrules = a[i + 3]
+    local algo, shadow, delay, nrules = a[i], a[i + 1] == 1, a[i + 2], a[i + 3]
     i = i + 4
-    local longest = 0
+    local rules, longest = {}, 0
     for r = 1, nrules do
-      spec.rules[r] = {a[i], a[i + 1], a[i + 2], a[i + 3]}
-      longest = max(longest, a[i + 1])
+      rules[r] = {a[i], a[i + 1], a[i + 2], a[i + 3]}
+      if a[i + 1] > longest then longest = a[i + 1] end  -- max(longest, window), no C call
       i = i + 4
     end
-    spec.longest = longest
-    -- Per-spec constants, computed once per call rather than once per decision.
-    if spec.algo ~= 2 then
-      spec.fn = A[spec.algo]
-      spec.sizes = {}
-      local total = 0
-      for r, p in ipairs(spec.rules) do
-        spec.sizes[r] = SIZE[spec.algo](p)
-        total = total + spec.sizes[r]
+    -- Per-spec constants, computed once per call rather than once per decision; the table is
+    -- built in one constructor (adding its fields one by one costs rehashes).
+    local spec
+    if algo == 2 then
+      spec = {algo = algo, shadow = shadow, delay = delay, rules = rules, longest = longest, shape = 0,
+              one = false}
+    else
+      local sizes, total = {}, 0
+      for r = 1, nrules do
+        sizes[r] = SIZE[algo](rules[r])
+        total = total + sizes[r]
       end
-      spec.total = total
-      spec.delay_in_force = spec.delay
-      if spec.shadow then spec.delay_in_force = 0 end
+      local delay_in_force = delay
+      if shadow then delay_in_force = 0 end
+      -- shape: how many numbers the key's state string has (the rules' state, then the two
+      -- expiries); one: the rule of a one-rule layer (most are), which skips the fold.
+      spec = {algo = algo, shadow = shadow, delay = delay, rules = rules, longest = longest,
+              fn = A[algo], sizes = sizes, total = total, shape = total + 2,
+              delay_in_force = delay_in_force, one = nrules == 1 and rules[1]}
     end
-    specs[#specs + 1] = spec
+    si = si + 1
+    specs[si] = spec
+    specs[si + 0x4000] = spec
   end
 end
 local costs = unpack_all('d', 8, ARGV[3])
 local lay = unpack_all('H', 2, ARGV[4])
-local nreq = 0  -- one layer count per request
+-- One pass counts the requests (one layer count each) and fills SHAPE[ki]: 0 for a key
+-- holding a log, else how many numbers its state string has.
+local nreq, SHAPE = 0, {}
 do
   local i, n = 1, #ARGV[4] / 2
   while i <= n do
     local nl = lay[i]
     if nl >= 0x8000 then nl = nl - 0x8000 end
     nreq = nreq + 1
-    i = i + 1 + 2 * nl
-  end
-end
-
--- SHAPE[ki]: 0 for a key holding a log, else how many numbers its state string has.
-local SHAPE = {}
-do
-  local i = 1
-  for r = 1, nreq do
-    local nl = lay[i]
-    if nl >= 0x8000 then nl = nl - 0x8000 end
-    for l = 1, nl do
-      local si = lay[i + 2 * l]
-      if si >= 0x4000 then si = si - 0x4000 end
-      local ki, spec = lay[i + 2 * l - 1], specs[si]
-      if spec.algo == 2 then SHAPE[ki] = 0 else SHAPE[ki] = spec.total + 2 end
-    end
+    for j = i + 1, i + 2 * nl, 2 do SHAPE[lay[j]] = specs[lay[j + 1]].shape end
     i = i + 1 + 2 * nl
   end
 end
@@ -131,24 +126,20 @@ do
     for j = 1, #plain do
       local ki, v = plain[j], raw[j]
       S[ki], PH[ki] = false, 0
-      if v then
-        local n = #v / 8
-        if n == SHAPE[ki] then
-          -- The last two numbers: the physical expiry, which holds even when the state has
-          -- logically expired (the key is still there, so a write may keep its TTL), and the
-          -- expiry on the limiter clock: expiry is logical, so decisions never depend on when
-          -- Redis actually evicts the key. Only a live state is unpacked whole.
-          local physical, logical = unpack_struct('dd', v, (n - 2) * 8 + 1)
-          PH[ki] = physical
-          if logical > now then
-            local f = FMT[n]
-            if not f then
-              f = string.rep('d', n)
-              FMT[n] = f
-            end
-            S[ki] = {unpack_struct(f, v)}
-          end
+      local n = SHAPE[ki]
+      if v and #v == n * 8 then
+        local f = FMT[n]
+        if not f then
+          f = string.rep('d', n)
+          FMT[n] = f
         end
+        -- One unpack (one C call) for the state and its last two numbers: the physical expiry,
+        -- which holds even when the state has logically expired (the key is still there, so a
+        -- write may keep its TTL), and the expiry on the limiter clock: expiry is logical, so
+        -- decisions never depend on when Redis actually evicts the key.
+        local s = {unpack_struct(f, v)}
+        PH[ki] = s[n - 1]
+        if s[n] > now then S[ki] = s end
       end
     end
   end
@@ -161,6 +152,7 @@ local SCR = {}  -- scratch state tables; a committed one becomes the key's, the 
 
 -- Decides one request of `cost` for the plain (non-log) layer at position l. Returns
 -- allowed, reserved, wait, retry, remaining, reset, rule; the state's life goes to VL[l].
+-- (The main loop inlines it for a one-rule layer that is not leased.)
 local function eval_plain(spec, ki, cost, l)
   local st = S[ki]  -- false: no state
   local out = SCR[l]
@@ -250,11 +242,30 @@ for r = 1, nreq do
   local header, best, bm, bs, bu = -1, huge, 0, 0, 0
   for l = 1, nl do
     local ki, si = lay[i + 2 * l - 1], lay[i + 2 * l]
-    local leased = si >= 0x4000
-    if leased then si = si - 0x4000 end
-    local spec = specs[si]
+    local spec, leased = specs[si], si >= 0x4000
     local a, res, w, rt, rem, rs, ru
-    if leased then
+    local one = spec.one
+    if one and not leased then
+      -- Most layers: eval_plain inline (no Lua call per layer), its fold of one rule reduced
+      -- to the rule's outcome, with the same results.
+      local out = SCR[l]
+      if not out then
+        out = {}
+        SCR[l] = out
+      end
+      local delay, tl = spec.delay_in_force, 0
+      a, res, w, rt, rem, rs, tl = spec.fn(one, S[ki], 0, now, cost, delay, out)
+      ru = 0
+      if tl > 0 then VL[l] = tl else VL[l] = 0 end  -- max(0, ttl), as the fold
+      if a then
+        if not (res and w > 0) then w = 0 end
+        if not (rem < huge) then rem, rs = 0, 0 end
+      else
+        res = false
+        if not (rt > -1) then rt, rem, rs = 0, 0, 0 end
+        if not (delay > 0 and rt <= delay) then w = 0 else w = rt end
+      end
+    elseif leased then
       -- Twin of the leased branch of decide_chain (limiters/chain.cpp).
       local need, want = costs[ci], costs[ci + 1]
       ci = ci + 2
@@ -332,9 +343,7 @@ for r = 1, nreq do
   end
   local extra = ''
   if want_state and not allowed then
-    local si = lay[i + 2 * decider + 2]
-    if si >= 0x4000 then si = si - 0x4000 end
-    local ki, spec = lay[i + 2 * decider + 1], specs[si]
+    local ki, spec = lay[i + 2 * decider + 1], specs[lay[i + 2 * decider + 2]]
     extra = decider_state(spec, ki, now)
   end
   result[r] = pack('ddddddddddd', allowed and 1 or 0, decider, wait, retry, header, rem, rs, ru, shadow_mask,
@@ -353,22 +362,30 @@ for j = 1, #dirty do
     log_flush(LOG[ki], ttl_ms(ttl))
   else
     local st, n = S[ki], SHAPE[ki]
-    st[n] = now + ttl
-    local f = FMT[n]
-    if not f then
-      f = string.rep('d', n)
-      FMT[n] = f
-    end
     -- 5 ms of margin for Redis' millisecond expiry and the script's own run time.
-    local ph = PH[ki]
-    if ph > 0 and rnow + ttl + 5000 <= ph then
-      st[n - 1] = ph
-      redis.call('SET', KEYS[ki], pack(f, unpack(st, 1, n)), 'KEEPTTL')
-    else
+    local ph, px = PH[ki], false
+    if not (ph > 0 and rnow + ttl + 5000 <= ph) then
       -- New, or its TTL must move.
-      local px = ttl_ms(ttl)
-      st[n - 1] = rnow + px * 1000
-      redis.call('SET', KEYS[ki], pack(f, unpack(st, 1, n)), 'PX', px)
+      px = ttl_ms(ttl)
+      ph = rnow + px * 1000
+    end
+    local v
+    if n == 4 then
+      -- Two state numbers (most layers: one rule of two): the same bytes without unpack().
+      v = pack('dddd', st[1], st[2], ph, now + ttl)
+    else
+      st[n - 1], st[n] = ph, now + ttl
+      local f = FMT[n]
+      if not f then
+        f = string.rep('d', n)
+        FMT[n] = f
+      end
+      v = pack(f, unpack(st, 1, n))
+    end
+    if px then
+      redis.call('SET', KEYS[ki], v, 'PX', px)
+    else
+      redis.call('SET', KEYS[ki], v, 'KEEPTTL')
     end
   end
 end
