@@ -60,7 +60,7 @@ std::unique_ptr<upstream_connection> upstream_pool::take_idle(std::size_t target
         auto c = std::move(ts.idle.back());
         ts.idle.pop_back();
         // Probing costs a syscall: only for connections idle long enough to have been closed.
-        if (std::chrono::steady_clock::now() - c->idle_since < std::chrono::milliseconds(500) ||
+        if (coarse_now() - c->idle_since < std::chrono::milliseconds(500) ||
             is_alive(c->io.socket)) {
             c->reused = true;
             return c;
@@ -140,7 +140,7 @@ void upstream_pool::release(std::unique_ptr<upstream_connection> c) {
     auto& ts = targets_[c->target];
     if (ts.idle.size() >= cfg_.max_idle_per_target || c->buffer.size() != 0) return;  // closes it
     c->io.timer.expires_never();
-    c->idle_since = std::chrono::steady_clock::now();
+    c->idle_since = coarse_now();
     ts.idle.push_back(std::move(c));
 }
 

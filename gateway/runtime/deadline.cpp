@@ -4,10 +4,19 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <ctime>
 
 namespace rategate::gateway {
 
 namespace net = boost::asio;
+
+std::chrono::steady_clock::time_point coarse_now() {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return std::chrono::steady_clock::time_point(std::chrono::duration_cast<
+                                                 std::chrono::steady_clock::duration>(
+        std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+}
 
 deadline::deadline(deadline_sweeper& sweeper, net::ip::tcp::socket& socket)
     : sweeper_(sweeper),
@@ -19,7 +28,7 @@ deadline::~deadline() {
 }
 
 void deadline::expires_after(std::chrono::milliseconds d) {
-    slot_->at = clock::now() + d;
+    slot_->at = coarse_now() + d;  // one tick early at most: the sweep is 100 ms
     slot_->expired = false;
 }
 

@@ -15,6 +15,11 @@ namespace rategate::gateway {
 
 class deadline_sweeper;
 
+/// The steady clock as of the kernel's last tick (CLOCK_MONOTONIC_COARSE: steady_clock's
+/// origin, at most one tick, 1–4 ms, behind it), for a few ns instead of a clock read. For
+/// deadlines and idle ages, which are swept far more coarsely than a tick; not for latencies.
+std::chrono::steady_clock::time_point coarse_now();
+
 /// A socket's deadline. Registered for the socket's lifetime (RAII); arming is a plain store.
 class deadline {
   public:
