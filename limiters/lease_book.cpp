@@ -55,9 +55,12 @@ void lease_book::given_back(double permits, bool ok) {
     (ok ? totals_.given_back : totals_.expired) += permits;
 }
 
-lease_book::reservation lease_book::reserve(const std::string& key, int lease, double cost,
-                                            double now) {
-    auto& e = entries_[key];
+lease_book::slot lease_book::slot_of(const std::string& key) {
+    return slot(&entries_[key]);
+}
+
+lease_book::reservation lease_book::reserve(slot s, int lease, double cost, double now) {
+    auto& e = *s.e_;
     expire(e, now);
     e.used_us = now;
     reservation r;
@@ -74,10 +77,10 @@ lease_book::reservation lease_book::reserve(const std::string& key, int lease, d
     return r;
 }
 
-void lease_book::settle(const std::string& key, const layer_spec& spec, int lease,
-                        const reservation& r, const lease_grant* grant, bool admitted, double now,
-                        double expiry, double granted_at) {
-    auto& e = entries_[key];
+void lease_book::settle(slot s, const layer_spec& spec, int lease, const reservation& r,
+                        const lease_grant* grant, bool admitted, double now, double expiry,
+                        double granted_at) {
+    auto& e = *s.e_;
     e.asked = std::max(0.0, e.asked - r.top_up);
     expire(e, now);
     if (!admitted) {
@@ -116,7 +119,11 @@ void lease_book::settle(const std::string& key, const layer_spec& spec, int leas
 lease_book::standing lease_book::standing_of(const std::string& key, double now) const {
     auto it = entries_.find(key);
     if (it == entries_.end()) return {};
-    const auto& e = it->second;
+    return standing_of(slot(const_cast<entry*>(&it->second)), now);
+}
+
+lease_book::standing lease_book::standing_of(slot s, double now) const {
+    const auto& e = *s.e_;
     double permits = now < e.expiry_us ? e.permits : 0;
     return {e.remaining + permits, std::max(0.0, e.reset_at_us - now), e.rule};
 }
@@ -124,6 +131,10 @@ lease_book::standing lease_book::standing_of(const std::string& key, double now)
 double lease_book::unspent(const std::string& key, double now) const {
     auto it = entries_.find(key);
     return it != entries_.end() && now < it->second.expiry_us ? it->second.permits : 0;
+}
+
+double lease_book::unspent(slot s, double now) const {
+    return now < s.e_->expiry_us ? s.e_->permits : 0;
 }
 
 double lease_book::held(double now) const {

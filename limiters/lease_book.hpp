@@ -26,7 +26,23 @@
 namespace rategate::limiters {
 
 class lease_book {
+    struct entry;
+
   public:
+    /// A key's lease, found once: entries are never removed, so a slot stays valid for the
+    /// book's life and spares a lookup (a hash of the key) on every later call.
+    class slot {
+      public:
+        slot() = default;
+        explicit operator bool() const { return e_ != nullptr; }
+
+      private:
+        explicit slot(entry* e) : e_(e) {}
+        entry* e_ = nullptr;
+        friend class lease_book;
+    };
+    /// The slot of `key`'s lease (made empty on first use).
+    slot slot_of(const std::string& key);
     /// What one leased layer of one request took from the lease and asks of Redis.
     struct reservation {
         double taken = 0;   ///< permits of the request's cost served by the lease
@@ -57,16 +73,24 @@ class lease_book {
     /// permits) at `now_us` (the local clock), and says what the call must ask: `need`, the
     /// rest of the cost; and a top-up to N when the lease would be left with N/4 or fewer
     /// permits and no top-up is in flight. Every reservation goes back through settle().
-    reservation reserve(const std::string& key, int lease, double cost, double now_us);
+    reservation reserve(slot s, int lease, double cost, double now_us);
+    reservation reserve(const std::string& key, int lease, double cost, double now_us) {
+        return reserve(slot_of(key), lease, cost, now_us);
+    }
 
     /// Ends a reservation. `grant`: the lease record of its call (null: no call, or it failed);
     /// `admitted`: the request was admitted (else the permits it took go back to the lease);
     /// `expiry_us`: when permits granted by that call expire (local clock); `granted_at_us`:
     /// the call's time on the limiter clock (for a give-back). A grant beyond N unspent permits
     /// is dropped.
-    void settle(const std::string& key, const layer_spec& spec, int lease, const reservation& r,
+    void settle(slot s, const layer_spec& spec, int lease, const reservation& r,
                 const lease_grant* grant, bool admitted, double now_us, double expiry_us,
                 double granted_at_us = 0);
+    void settle(const std::string& key, const layer_spec& spec, int lease, const reservation& r,
+                const lease_grant* grant, bool admitted, double now_us, double expiry_us,
+                double granted_at_us = 0) {
+        settle(slot_of(key), spec, lease, r, grant, admitted, now_us, expiry_us, granted_at_us);
+    }
 
     /// How long (µs) a lease of `spec` stays unused before it is given back: the smaller of
     /// 1 s and half its life (`burst / rate`, or the window; the shortest over the rules).
@@ -83,9 +107,11 @@ class lease_book {
 
     /// `key`'s standing at `now_us` (zeros before its first grant).
     standing standing_of(const std::string& key, double now_us) const;
+    standing standing_of(slot s, double now_us) const;
 
     /// Unspent permits of `key`'s lease at `now_us` (0 once expired).
     double unspent(const std::string& key, double now_us) const;
+    double unspent(slot s, double now_us) const;
 
     /// Unspent permits of every lease at `now_us` (expired ones left out).
     double held(double now_us) const;

@@ -4,16 +4,15 @@
 
 namespace rategate::gateway::limiting {
 
-request_identity assemble_identity(const config::config& cfg,
-                                   const identity::settings& client_ip,
+request_identity assemble_identity(const config::config& cfg, const identity::settings& client_ip,
                                    const limiters::policy& policy, std::size_t route_index,
                                    const boost::beast::http::fields& fields, std::string_view peer,
                                    const std::optional<std::string>& jwt_user) {
     request_identity who;
     // One walk over the field lines (in the order received) for the user header and the
     // forwarding header: a list of a few lines costs less than a tree lookup per name.
-    const std::string_view user_header = cfg.identity.jwt ? std::string_view{}
-                                                          : cfg.identity.user_header;
+    const std::string_view user_header =
+        cfg.identity.jwt ? std::string_view{} : cfg.identity.user_header;
     const std::string_view ip_header = cfg.identity.client_ip_header;
     std::vector<std::string_view> forwarding;  // every field line: one list (RFC 9110 §5.3)
     bool user_seen = false;

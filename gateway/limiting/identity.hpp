@@ -33,8 +33,7 @@ struct request_identity {
 /// token's claim) and the user header is not read; otherwise the user header's first field
 /// line, when not empty. Header scopes take their field's first line (empty counts).
 /// `client_ip` is identity::settings::from(cfg.identity), made once per config.
-request_identity assemble_identity(const config::config& cfg,
-                                   const identity::settings& client_ip,
+request_identity assemble_identity(const config::config& cfg, const identity::settings& client_ip,
                                    const limiters::policy& policy, std::size_t route_index,
                                    const boost::beast::http::fields& fields, std::string_view peer,
                                    const std::optional<std::string>& jwt_user);

@@ -43,7 +43,46 @@ struct hold_guard {
     }
 };
 
+// Storage a request uses while it is decided, taken from the loop's spares and given back after:
+// vectors and key strings keep their capacity from request to request.
+template <class T>
+struct pooled {
+    std::vector<std::unique_ptr<T>>& spare;
+    std::unique_ptr<T> item;
+    explicit pooled(std::vector<std::unique_ptr<T>>& s) : spare(s) {
+        if (spare.empty()) {
+            item = std::make_unique<T>();
+        } else {
+            item = std::move(spare.back());
+            spare.pop_back();
+        }
+    }
+    ~pooled() {
+        if (spare.size() < 256) spare.push_back(std::move(item));
+    }
+    pooled(const pooled&) = delete;
+    pooled& operator=(const pooled&) = delete;
+    T& operator*() { return *item; }
+};
+
 }  // namespace
+
+// What decide_shared keeps for one request (pooled).
+struct pipeline::lease_scratch {
+    std::vector<limiters::lease_book::reservation> held;  ///< per chain position
+    std::vector<limiters::lease_book::slot> slots;        ///< per chain position (leased)
+    std::vector<limiters::layer_ref> sent;                ///< the layers in the call
+    std::vector<std::size_t> at;                          ///< chain position of each sent
+};
+
+limiters::lease_book::slot pipeline::lease_slot(std::size_t route_index,
+                                                const limiters::policy::layer& l,
+                                                const std::string& key) {
+    // A leased layer is global or per route: its key is fixed by the route and the layer.
+    auto& s = lease_slots_[route_index * cfg_.limiters.size() + l.index];
+    if (!s) s = leases_.slot_of(key);
+    return s;
+}
 
 pipeline::pipeline(const config::config& cfg, const limiters::policy& policy,
                    limiters::local_store& local, loop_metrics& metrics, limiters::backend* shared,
@@ -56,7 +95,8 @@ pipeline::pipeline(const config::config& cfg, const limiters::policy& policy,
       opts_(opts),
       cache_(cfg.redis ? cfg.redis->over_limit_cache : 0),
       metrics_(metrics),
-      sweeper_(std::make_shared<lease_sweeper>()) {}
+      sweeper_(std::make_shared<lease_sweeper>()),
+      lease_slots_(cfg.routes.size() * cfg.limiters.size()) {}
 
 // The idle give-back's state, shared by the pipeline and its sweep: the sweep outlives a
 // pipeline that a reload drops, and then touches nothing of it.
@@ -113,6 +153,9 @@ void pipeline::publish(loop_metrics& m) const {
 
 void pipeline::count_leases() {
     const auto& t = leases_.running_totals();
+    if (t.grants == leases_counted_.grants && t.granted == leases_counted_.granted &&
+        t.expired == leases_counted_.expired && t.given_back == leases_counted_.given_back)
+        return;
     auto whole = [](double v) { return static_cast<std::uint64_t>(std::llround(v)); };
     metrics_.lease_grants.add(t.grants - leases_counted_.grants);
     metrics_.lease_permits.add(whole(t.granted) - whole(leases_counted_.granted));
@@ -122,29 +165,41 @@ void pipeline::count_leases() {
 }
 
 net::awaitable<limiters::backend::answer> pipeline::decide_shared(
-    const std::vector<const limiters::policy::layer*>& layers,
+    std::size_t route_index, const std::vector<const limiters::policy::layer*>& layers,
     const std::vector<limiters::layer_ref>& refs, double cost, bool want_state) {
     // Each leased layer takes what its lease holds; what it lacks (`need`), a top-up when the
     // lease runs low, and every exact layer go in the call.
     const std::size_t n = refs.size();
     double now = clock_.now_us();
-    std::vector<limiters::lease_book::reservation> held(n);
-    std::vector<limiters::layer_ref> sent;
-    std::vector<std::size_t> at;  // chain position of each layer sent
+    pooled<lease_scratch> scratch(spare_scratch_);
+    auto& [held, slots, sent, at] = *scratch;
+    held.assign(n, {});
+    slots.assign(n, {});
+    at.clear();
+    std::size_t m = 0;  // layers in the call; sent's strings are written in place
+    auto send = [&](const limiters::layer_ref& ref, const limiters::lease_ask& ask) {
+        if (m == sent.size()) sent.emplace_back();
+        auto& r = sent[m++];
+        r.key.assign(ref.key);
+        r.spec = ref.spec;
+        r.lease = ask;
+    };
     bool must_call = false, top_up = false;
     for (std::size_t i = 0; i < n; ++i) {
         int lease = layers[i]->limiter->lease;
         if (lease > 0) {
-            held[i] = leases_.reserve(refs[i].key, lease, cost, now);
+            slots[i] = lease_slot(route_index, *layers[i], refs[i].key);
+            held[i] = leases_.reserve(slots[i], lease, cost, now);
             if (held[i].ask.want <= 0) continue;
-            sent.push_back({refs[i].key, refs[i].spec, held[i].ask});
+            send(refs[i], held[i].ask);
             (held[i].ask.need > 0 ? must_call : top_up) = true;
         } else {
-            sent.push_back(refs[i]);
+            send(refs[i], {});
             must_call = true;
         }
         at.push_back(i);
     }
+    sent.resize(m);
     limiters::backend::answer a;
     bool called = must_call || (top_up && shared_->ready());
     if (called) a = co_await shared_->decide(sent, cost, clock_, want_state);
@@ -153,7 +208,7 @@ net::awaitable<limiters::backend::answer> pipeline::decide_shared(
         // Redis failed a call the request needed: nothing was taken; on_redis_error decides.
         for (std::size_t i = 0; i < n; ++i)
             if (int lease = layers[i]->limiter->lease; lease > 0)
-                leases_.settle(refs[i].key, *refs[i].spec, lease, held[i], nullptr, false, now, 0);
+                leases_.settle(slots[i], *refs[i].spec, lease, held[i], nullptr, false, now, 0);
         count_leases();
         co_return a;
     }
@@ -182,7 +237,7 @@ net::awaitable<limiters::backend::answer> pipeline::decide_shared(
         double expiry = grant ? limiters::lease_book::expiry_of(*refs[i].spec, a.decided_at_us) -
                                     a.clock_offset_us
                               : 0;
-        leases_.settle(refs[i].key, *refs[i].spec, lease, held[i], grant, d.allowed, now, expiry,
+        leases_.settle(slots[i], *refs[i].spec, lease, held[i], grant, d.allowed, now, expiry,
                        a.decided_at_us);
     }
     count_leases();
@@ -198,7 +253,7 @@ net::awaitable<limiters::backend::answer> pipeline::decide_shared(
         double best_remaining = best >= 0 ? d.remaining : std::numeric_limits<double>::infinity();
         for (std::size_t i = 0; i < n; ++i) {
             if (layers[i]->limiter->lease <= 0) continue;
-            auto s = leases_.standing_of(refs[i].key, now);
+            auto s = leases_.standing_of(slots[i], now);
             int here = static_cast<int>(i);
             if (s.remaining < best_remaining || (s.remaining == best_remaining && here < best)) {
                 best = here;
@@ -218,20 +273,8 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
                                         double cost) {
     const auto& route = cfg_.routes[route_index];
     // The keys' storage is this loop's, used again by the next request.
-    struct pooled_keys {
-        std::vector<std::unique_ptr<limiters::policy::request_keys>>& spare;
-        std::unique_ptr<limiters::policy::request_keys> keys;
-        ~pooled_keys() {
-            if (spare.size() < 256) spare.push_back(std::move(keys));
-        }
-    } pooled{spare_keys_, nullptr};
-    if (spare_keys_.empty()) {
-        pooled.keys = std::make_unique<limiters::policy::request_keys>();
-    } else {
-        pooled.keys = std::move(spare_keys_.back());
-        spare_keys_.pop_back();
-    }
-    auto& keys = *pooled.keys;
+    pooled<limiters::policy::request_keys> pooled_keys(spare_keys_);
+    auto& keys = *pooled_keys;
     policy_.keys_for(route_index, who, keys);
     outcome out;
     auto refuse = [&](verdict v, const limiters::policy::layer* by) {
@@ -295,7 +338,8 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
     bool lease_serves = false;
     for (std::size_t i = 0; i < out.layers.size(); ++i)
         if (out.layers[i]->limiter->lease > 0 &&
-            leases_.unspent(keys.refs[i].key, clock_.now_us()) > 0)
+            leases_.unspent(lease_slot(route_index, *out.layers[i], keys.refs[i].key),
+                            clock_.now_us()) > 0)
             lease_serves = true;
     if (cacheable && !lease_serves && redis_ready()) {
         // After a reconnect (Redis restarted, failed over) its state may differ from what the
@@ -329,7 +373,7 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
                                     !redis_ready()))) {
             limiters::backend::answer a;
             if (leased)
-                a = co_await decide_shared(out.layers, keys.refs, cost, cacheable);
+                a = co_await decide_shared(route_index, out.layers, keys.refs, cost, cacheable);
             else
                 a = co_await shared_->decide(keys.refs, cost, clock_, cacheable);
             if (!a.ec) {

@@ -74,10 +74,11 @@ class pipeline {
 
   private:
     /// One decision of the shared backend over `refs` (chain order, `layers` parallel) with at
-    /// least one leased layer: the leased layers from the lease book and, where a call is needed, the rest in one call
-    /// (layers the lease serves left out of it). The answer's positions are the chain's.
+    /// least one leased layer: the leased layers from the lease book and, where a call is needed,
+    /// the rest in one call (layers the lease serves left out of it). The answer's positions are
+    /// the chain's.
     boost::asio::awaitable<limiters::backend::answer> decide_shared(
-        const std::vector<const limiters::policy::layer*>& layers,
+        std::size_t route_index, const std::vector<const limiters::policy::layer*>& layers,
         const std::vector<limiters::layer_ref>& refs, double cost, bool want_state);
     /// Adds what the lease book counted since the last call to the metrics.
     void count_leases();
@@ -103,6 +104,12 @@ class pipeline {
     std::shared_ptr<lease_sweeper> sweeper_;      ///< the idle give-back's state
     /// Key storage of finished requests, for the next ones (policy::keys_for writes in place).
     std::vector<std::unique_ptr<limiters::policy::request_keys>> spare_keys_;
+    struct lease_scratch;
+    std::vector<std::unique_ptr<lease_scratch>> spare_scratch_;  ///< decide_shared's, likewise
+    /// The lease of a leased layer of a route (routes × limiters, filled on first use).
+    std::vector<limiters::lease_book::slot> lease_slots_;
+    limiters::lease_book::slot lease_slot(std::size_t route_index, const limiters::policy::layer& l,
+                                          const std::string& key);
 };
 
 }  // namespace rategate::gateway::limiting

@@ -13,9 +13,9 @@ namespace net = boost::asio;
 std::chrono::steady_clock::time_point coarse_now() {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return std::chrono::steady_clock::time_point(std::chrono::duration_cast<
-                                                 std::chrono::steady_clock::duration>(
-        std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
+    return std::chrono::steady_clock::time_point(
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec)));
 }
 
 deadline::deadline(deadline_sweeper& sweeper, net::ip::tcp::socket& socket)

@@ -45,9 +45,9 @@ std::shared_ptr<const config::config> make_config(const char* user_identity) {
 }
 
 gateway::limiting::request_identity identify(const config::config& cfg, const limiters::policy& pol,
-                                            std::size_t route, const http::fields& f,
-                                            std::string_view peer,
-                                            const std::optional<std::string>& jwt_user) {
+                                             std::size_t route, const http::fields& f,
+                                             std::string_view peer,
+                                             const std::optional<std::string>& jwt_user) {
     return gateway::limiting::assemble_identity(
         cfg, gateway::identity::settings::from(cfg.identity), pol, route, f, peer, jwt_user);
 }
@@ -96,10 +96,8 @@ TEST_CASE("identity: the user header, the client IP behind trusted proxies, head
         http::fields f;
         f.insert("X-Forwarded-For", "198.51.100.7, 10.1.1.1");
         f.insert("X-Forwarded-For", "10.2.2.2");
-        CHECK(identify(*cfg, pol, 1, f, "10.9.9.9", {}).ip ==
-              "198.51.100.7");
-        CHECK(identify(*cfg, pol, 1, f, "192.0.2.1", {}).ip ==
-              "192.0.2.1");
+        CHECK(identify(*cfg, pol, 1, f, "10.9.9.9", {}).ip == "198.51.100.7");
+        CHECK(identify(*cfg, pol, 1, f, "192.0.2.1", {}).ip == "192.0.2.1");
     }
     SUBCASE("header scopes: each name once, first field line, absent and empty told apart") {
         REQUIRE(pol.header_names(0).size() == 2);  // X-Api-Key and x-api-key are one field
