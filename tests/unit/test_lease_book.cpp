@@ -89,6 +89,25 @@ TEST_CASE(
     book.settle("g", bucket, n, late, nullptr, false, now + 4 * s, 0);
 }
 
+TEST_CASE("lease book: a slot is its key's lease, still after many more keys joined the book") {
+    lease_book book;
+    double now = 100 * s;
+    auto g = book.slot_of("g");
+    auto r = book.reserve(g, 8, 1, now);
+    lease_grant grant{9, 20, 2 * s, 0};
+    // Thousands of other leases make the table grow (rehash) between the call and its answer.
+    for (int i = 0; i < 5000; ++i)
+        book.reserve("k" + std::to_string(i), 8, 1, now);
+    book.settle(g, bucket, 8, r, &grant, true, now, lease_book::expiry_of(bucket, now));
+    CHECK(book.unspent(g, now) == 8);
+    CHECK(book.unspent("g", now) == 8);  // the key and its slot are one lease
+    CHECK(book.slot_of("g").operator bool());
+    auto by_key = book.reserve("g", 8, 3, now);
+    CHECK(by_key.taken == 3);
+    CHECK(book.unspent(g, now) == 5);
+    CHECK(book.standing_of(g, now).remaining == book.standing_of("g", now).remaining);
+}
+
 TEST_CASE("lease book: a permit reserved before its lease expired does not come back after") {
     lease_book book;
     double now = 105 * s;
