@@ -115,9 +115,8 @@ net::awaitable<void> check_limits(runtime& rt, http::request_header<>& req,
     const unsigned version = in.version == 10 ? 10 : 11;
     const auto* route = a.route;
     auto route_index = rt.route_index(*route);
-    auto who =
-        limiting::assemble_identity(*rt.cfg, rt.client_ip, *rt.policy, route_index, req, in.peer,
-                                    a.jwt_user);
+    auto who = limiting::assemble_identity(*rt.cfg, rt.client_ip, *rt.policy, route_index, req,
+                                           in.peer, a.jwt_user);
     auto out = co_await rt.limits->check(route_index, who.view(), static_cast<double>(route->cost));
     scope.rec.limit_outcome = limiting::to_string(out.what);
     scope.rec.limit_layer = limiting::log_layer(out);
