@@ -5,6 +5,12 @@
 
 namespace rategate::limiters {
 
+namespace {
+// A lease's spend rate is an exponentially decaying sum over about this long (µs): short
+// enough to follow a load that rises within a few round trips.
+constexpr double spend_window_us = 10'000;
+}  // namespace
+
 double lease_book::expiry_of(const layer_spec& spec, double decided_at) {
     double end = std::numeric_limits<double>::infinity();
     for (const auto& p : spec.rules) {
@@ -63,15 +69,23 @@ lease_book::reservation lease_book::reserve(slot s, int lease, double cost, doub
     auto& e = *s.e_;
     expire(e, now);
     e.used_us = now;
+    double since = std::max(0.0, now - e.spent_at_us);
+    e.spend_rate = e.spend_rate * std::exp(-since / spend_window_us) + cost / spend_window_us;
+    e.spent_at_us = now;
     reservation r;
     r.generation = e.generation;
     r.taken = std::min(cost, e.permits);
     e.permits -= r.taken;
     r.ask.need = cost - r.taken;
     double n = lease;
-    // Renewed before it runs dry: one top-up in flight per key at a time.
-    if (e.asked == 0 && (r.ask.need > 0 || e.permits <= n / 4))
+    // Renewed before it runs dry, one top-up in flight per key at a time: at N/4 permits left,
+    // or earlier when what is left would not outlast two top-up round trips at the current
+    // spend (a lease small for its load then asks again as soon as its last top-up is back).
+    double low_water = std::max(n / 4, e.spend_rate * e.round_trip_us * 2);
+    if (e.asked == 0 && (r.ask.need > 0 || e.permits <= low_water)) {
         r.top_up = std::max(0.0, n - e.permits);
+        if (r.top_up > 0) e.asked_at_us = now;
+    }
     e.asked += r.top_up;
     r.ask.want = r.ask.need + r.top_up;
     return r;
@@ -82,6 +96,11 @@ void lease_book::settle(slot s, const layer_spec& spec, int lease, const reserva
                         double granted_at) {
     auto& e = *s.e_;
     e.asked = std::max(0.0, e.asked - r.top_up);
+    if (grant && r.top_up > 0) {
+        // The answer to the key's one top-up in flight: its round trip, smoothed.
+        double took = std::max(0.0, now - e.asked_at_us);
+        e.round_trip_us = e.round_trip_us == 0 ? took : 0.75 * e.round_trip_us + 0.25 * took;
+    }
     expire(e, now);
     if (!admitted) {
         // The request consumed nothing: what it took goes back, unless that lease expired.

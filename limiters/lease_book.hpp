@@ -71,8 +71,10 @@ class lease_book {
 
     /// Serves what it can of a request of `cost` permits from `key`'s lease (N = `lease`
     /// permits) at `now_us` (the local clock), and says what the call must ask: `need`, the
-    /// rest of the cost; and a top-up to N when the lease would be left with N/4 or fewer
-    /// permits and no top-up is in flight. Every reservation goes back through settle().
+    /// rest of the cost; and a top-up to N when no top-up is in flight and the lease would be
+    /// left with N/4 or fewer permits, or with fewer than it spends in two top-up round trips
+    /// (its recent spend rate times its top-ups' smoothed call time). Every reservation goes
+    /// back through settle().
     reservation reserve(slot s, int lease, double cost, double now_us);
     reservation reserve(const std::string& key, int lease, double cost, double now_us) {
         return reserve(slot_of(key), lease, cost, now_us);
@@ -129,6 +131,10 @@ class lease_book {
         double used_us = 0;                ///< local clock: the last reservation or grant
         double granted_at_us = 0;          ///< limiter clock: the earliest grant of the permits
         const layer_spec* spec = nullptr;  ///< as settle() last saw it
+        double spend_rate = 0;             ///< permits per µs reserved, recent (decaying sum)
+        double spent_at_us = 0;            ///< local clock: the last reservation
+        double asked_at_us = 0;            ///< local clock: when the top-up in flight was asked
+        double round_trip_us = 0;          ///< a top-up's call, smoothed (0: none answered yet)
     };
     void expire(entry& e, double now_us);
 

@@ -12,6 +12,7 @@
 #include "gateway/limiting/pipeline.hpp"
 #include "limiters/lease_book.hpp"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -87,6 +88,46 @@ TEST_CASE(
     CHECK(late.ask.need == 1);
     CHECK(book.running_totals().expired == 9);
     book.settle("g", bucket, n, late, nullptr, false, now + 4 * s, 0);
+}
+
+TEST_CASE("lease book: under load a lease renews before it runs dry, whatever N/4 says") {
+    // 25,000 requests a second (one per 40 µs) on a lease of N = 100, and a top-up answered
+    // 1.5 ms after it is asked: N/4 = 25 permits last 1 ms, less than the call. Renewed at N/4
+    // the lease would run dry every cycle and send those requests' permits to Redis; renewed
+    // by its spend and round trip, requests are served from it once the first answers came.
+    const limiters::layer_spec big{
+        config::algorithm::token_bucket, {{1e6, 1 * s, 1e6, 0}}, false, 0};
+    lease_book book;
+    auto g = book.slot_of("g");
+    const int n = 100;
+    const double step = 40, round_trip = 1500;
+    struct in_flight {
+        double at;
+        lease_book::reservation r;
+    };
+    std::vector<in_flight> calls;
+    int from_redis = 0, served = 0;
+    for (double now = 0; now < 300'000; now += step) {
+        // Answers due by now, in order.
+        std::sort(calls.begin(), calls.end(),
+                  [](const in_flight& a, const in_flight& b) { return a.at < b.at; });
+        std::size_t done = 0;
+        for (; done < calls.size() && calls[done].at <= now; ++done) {
+            const auto& c = calls[done];
+            lease_grant grant{c.r.ask.want, 1e6, 0, 0};
+            book.settle(g, big, n, c.r, &grant, true, c.at, lease_book::expiry_of(big, c.at));
+        }
+        calls.erase(calls.begin(), calls.begin() + static_cast<std::ptrdiff_t>(done));
+        auto r = book.reserve(g, n, 1, now);
+        if (now >= 50'000) (r.ask.need > 0 ? from_redis : served) += 1;
+        if (r.ask.want > 0) {
+            calls.push_back({now + round_trip, r});
+        } else {
+            book.settle(g, big, n, r, nullptr, true, now, 0);
+        }
+    }
+    CHECK(served > 6000);
+    CHECK(from_redis == 0);
 }
 
 TEST_CASE("lease book: a slot is its key's lease, still after many more keys joined the book") {
