@@ -272,8 +272,12 @@ for r = 1, nreq do
       a, res, w, rt, rem, rs, ru = eval_plain(spec, ki, need, l)
       if a then
         local g = need + min(want - need, rem)
-        local _, gm, gs, gu
-        _, _, _, _, gm, gs, gu = eval_plain(spec, ki, g, l)
+        local gm, gs, gu = rem, rs, ru
+        if g ~= need then
+          -- A top-up: decided again for the whole grant (else the need's decision is the grant's).
+          local _
+          _, _, _, _, gm, gs, gu = eval_plain(spec, ki, g, l)
+        end
         -- Taken now, whatever the other layers decide: the scratch becomes the key's state.
         local old = S[ki]
         S[ki] = SCR[l]
