@@ -44,11 +44,19 @@ double lease_book::idle_after(const layer_spec& spec) {
 }
 
 std::vector<lease_return> lease_book::take_idle(double now) {
+    return take(now, true);
+}
+
+std::vector<lease_return> lease_book::take_all(double now) {
+    return take(now, false);
+}
+
+std::vector<lease_return> lease_book::take(double now, bool idle_only) {
     std::vector<lease_return> out;
     for (auto& [key, e] : entries_) {
         expire(e, now);
-        if (e.permits <= 0 || e.asked > 0 || !e.spec || now - e.used_us < idle_after(*e.spec))
-            continue;
+        if (e.permits <= 0 || e.asked > 0 || !e.spec) continue;
+        if (idle_only && now - e.used_us < idle_after(*e.spec)) continue;
         out.push_back({key, e.spec, e.permits, e.granted_at_us});
         e.permits = 0;
         ++e.generation;  // a reservation taken before does not come back to this lease

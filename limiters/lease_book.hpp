@@ -103,8 +103,11 @@ class lease_book {
     /// flight, not expired. Each goes with its spec (as settle() last saw it) and the
     /// limiter-clock time of its earliest grant. Report the call's outcome to given_back().
     std::vector<lease_return> take_idle(double now_us);
+    /// As take_idle(), idle or not: every lease's unspent permits (a stop gives them back).
+    std::vector<lease_return> take_all(double now_us);
 
-    /// Counts `permits` handed out by take_idle(): returned to Redis when `ok`, else dropped.
+    /// Counts `permits` handed out by take_idle() or take_all(): returned to Redis when `ok`, else
+    /// dropped.
     void given_back(double permits, bool ok);
 
     /// `key`'s standing at `now_us` (zeros before its first grant).
@@ -137,6 +140,7 @@ class lease_book {
         double round_trip_us = 0;          ///< a top-up's call, smoothed (0: none answered yet)
     };
     void expire(entry& e, double now_us);
+    std::vector<lease_return> take(double now_us, bool idle_only);
 
     std::unordered_map<std::string, entry> entries_;
     totals totals_;

@@ -103,6 +103,7 @@ pipeline::pipeline(const config::config& cfg, const limiters::policy& policy,
 struct pipeline::lease_sweeper {
     bool alive = true;                   ///< the pipeline still exists
     bool running = false;                ///< a sweep is spawned
+    bool stopped = false;                ///< give_back_leases() ran: no sweep any more
     net::steady_timer* timer = nullptr;  ///< the sweep's, while it waits
 };
 
@@ -124,7 +125,7 @@ net::awaitable<void> pipeline::sweep_leases(std::shared_ptr<lease_sweeper> s) {
     for (;;) {
         t.expires_after(std::chrono::milliseconds(250));
         co_await t.async_wait(net::as_tuple(net::use_awaitable));
-        if (!s->alive) co_return;
+        if (!s->alive || s->stopped) co_return;
         double now = clock_.now_us();
         auto idle = leases_.take_idle(now);
         if (!idle.empty()) {
@@ -138,6 +139,22 @@ net::awaitable<void> pipeline::sweep_leases(std::shared_ptr<lease_sweeper> s) {
         }
         if (leases_.held(clock_.now_us()) <= 0) co_return;  // the next grant sweeps again
     }
+}
+
+net::awaitable<void> pipeline::give_back_leases() {
+    sweeper_->stopped = true;
+    if (sweeper_->timer) sweeper_->timer->cancel();  // the sweep ends at once
+    if (!shared_) co_return;
+    auto held = leases_.take_all(clock_.now_us());
+    if (held.empty()) co_return;
+    double permits = 0;
+    for (const auto& r : held)
+        permits += r.permits;
+    auto alive = sweeper_;  // `this` may not outlive the call (a reload during a stop)
+    std::error_code ec = co_await shared_->give_back(std::move(held));
+    if (!alive->alive) co_return;
+    leases_.given_back(permits, !ec);
+    count_leases();
 }
 
 bool pipeline::redis_ready() const {
@@ -241,7 +258,7 @@ net::awaitable<limiters::backend::answer> pipeline::decide_shared(
                        a.decided_at_us);
     }
     count_leases();
-    if (!sweeper_->running && leases_.held(now) > 0) {
+    if (!sweeper_->running && !sweeper_->stopped && leases_.held(now) > 0) {
         // Idle leases go back to Redis: a sweep on this loop while leases hold permits.
         sweeper_->running = true;
         net::co_spawn(co_await net::this_coro::executor, sweep_leases(sweeper_), net::detached);

@@ -69,6 +69,10 @@ class pipeline {
     /// True when Redis is configured and reachable.
     bool redis_ready() const;
 
+    /// A stop: gives every lease's unspent permits back to Redis now, idle or not, in one
+    /// give-back call, and ends the idle sweep. Requests decided after it take no new sweep.
+    boost::asio::awaitable<void> give_back_leases();
+
     /// Layer keys with shaped requests held right now (at most 1,024 requests per key).
     std::size_t held_keys() const { return waiting_.size(); }
 

@@ -330,6 +330,8 @@ void worker::give_buffer(std::unique_ptr<char[]> b) {
 net::awaitable<void> worker::drain() {
     sessions.emit(net::cancellation_type::partial);
     co_await sessions.wait();
+    // Unspent lease permits go back before the connections close (no idle wait at a stop).
+    if (auto current = rt; current && current->limits) co_await current->limits->give_back_leases();
     // Every request had its limiter decision: Redis answers what it still has, then closes.
     for (auto& c : redis)
         c->stop();

@@ -204,6 +204,43 @@ class Leases(GatewayTest):
             c.close()
         gw.assert_clean(self)
 
+    def test_stop_gives_leases_back_at_once(self):
+        """A stop gives each loop's unspent permits back to Redis at once, without waiting for
+        the lease to go idle (1 s here): the gateway exits well within that, and an exact
+        instance on the same counter then admits everything the leased one did not."""
+        self.up = self.upstream()
+        lease, burst = 10, 100
+        rule = {"rate": 1, "period": "1h", "burst": burst}  # no refill to speak of
+        leased = {"scope": "global", "algorithm": "token_bucket", "sync": {"lease": lease}, "rules": [rule]}
+        redis = self.track(RedisServer())
+        gw = self.make(redis, leased, threads=2)
+        conns = [Conn(gw.port) for _ in range(4)]  # on both loops
+        up0 = self.forwarded()
+        for c in conns:
+            for _ in range(3):
+                self.assertEqual(c.request("GET", "/open/x").status, 200)
+        for c in conns:
+            c.close()
+        admitted = self.forwarded() - up0
+        time.sleep(0.3)  # the gauge is published 4 times a second
+        self.assertGreater(self.metric(gw, "rategate_lease_permits_held"), 0)
+        started = time.monotonic()
+        self.assertEqual(gw.stop(), 0)
+        took = time.monotonic() - started
+        # An idle give-back would have waited for 1 s of idleness from the last request.
+        self.assertLess(took, 0.9, "the stop waited for the idle give-back")
+        exact = dict(leased)
+        del exact["sync"]
+        other = self.make(redis, exact, threads=1)
+        c = Conn(other.port)
+        statuses = [c.request("GET", "/open/x").status for _ in range(burst + 5)]
+        c.close()
+        print("stop give-back: %d admitted, stopped in %.2f s; an exact instance admitted %d of %d"
+              % (admitted, took, statuses.count(200), burst))
+        self.assertEqual(statuses.count(200), burst - admitted)
+        for g in (gw, other):
+            g.assert_clean(self)
+
     def test_idle_lease_given_back(self):
         """After the load stops, each loop's unspent permits go back to Redis once its lease has
         been idle for the smaller of 1 s and half its life: an exact instance on the same
