@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -128,6 +129,13 @@ worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>
     install(std::move(c), std::move(policy));
 }
 
+namespace {
+// Holds the runtime (its pipeline, backend and policy) until the give-back call is answered.
+net::awaitable<void> give_back_leases_of(std::shared_ptr<runtime> old) {
+    co_await old->limits->give_back_leases();
+}
+}  // namespace
+
 worker::~worker() {
     tear_down();
 }
@@ -194,6 +202,9 @@ void worker::install(std::shared_ptr<const config::config> c,
             if (it == next->pools.end() || it->second != pool) pool->close_idle();
         }
     }
+    // The old pipeline's unspent lease permits go back to Redis now; its requests still in
+    // flight finish on it, and what they take after this is dropped with it.
+    if (rt && rt->limits) net::co_spawn(ioc, give_back_leases_of(rt), net::detached);
     std::lock_guard lock(rt_mutex_);
     rt = std::move(next);
 }

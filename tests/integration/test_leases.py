@@ -6,6 +6,7 @@ far fewer script calls than requests; with Redis gone a loop admits from its lea
 route's on_redis_error applies."""
 import json
 import re
+import signal
 import threading
 import time
 
@@ -237,6 +238,50 @@ class Leases(GatewayTest):
         c.close()
         print("stop give-back: %d admitted, stopped in %.2f s; an exact instance admitted %d of %d"
               % (admitted, took, statuses.count(200), burst))
+        self.assertEqual(statuses.count(200), burst - admitted)
+        for g in (gw, other):
+            g.assert_clean(self)
+
+    def test_reload_gives_the_old_leases_back(self):
+        """A reload builds a new pipeline; the old one's unspent permits go back to Redis at
+        once instead of being dropped: an exact instance on the same counter then admits
+        everything the leased one did not."""
+        self.up = self.upstream()
+        lease, burst = 10, 100
+        rule = {"rate": 1, "period": "1h", "burst": burst}  # no refill to speak of
+        leased = {"scope": "global", "algorithm": "token_bucket", "sync": {"lease": lease}, "rules": [rule]}
+        redis = self.track(RedisServer())
+        gw = self.make(redis, leased, threads=2)
+        conns = [Conn(gw.port) for _ in range(4)]  # on both loops
+        up0 = self.forwarded()
+        for c in conns:
+            for _ in range(3):
+                self.assertEqual(c.request("GET", "/open/x").status, 200)
+        for c in conns:
+            c.close()
+        admitted = self.forwarded() - up0
+        time.sleep(0.3)  # the gauge is published 4 times a second
+        held = self.metric(gw, "rategate_lease_permits_held")
+        self.assertGreater(held, 0)
+        with open(gw.config_file.name) as f:
+            cfg = json.load(f)
+        cfg["routes"].append({"name": "other", "match": {"path_prefix": "/other"}, "upstream": "demo"})
+        with open(gw.config_file.name, "w") as f:
+            json.dump(cfg, f)
+        gw.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while get(gw.port, "/other/x").status != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(get(gw.port, "/other/x").status, 200)
+        time.sleep(0.3)  # well before the old leases could go idle (1 s)
+        exact = dict(leased)
+        del exact["sync"]
+        other = self.make(redis, exact, threads=1)
+        c = Conn(other.port)
+        statuses = [c.request("GET", "/open/x").status for _ in range(burst + 5)]
+        c.close()
+        print("reload give-back: %d admitted, %d held; an exact instance admitted %d of %d"
+              % (admitted, held, statuses.count(200), burst))
         self.assertEqual(statuses.count(200), burst - admitted)
         for g in (gw, other):
             g.assert_clean(self)
