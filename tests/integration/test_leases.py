@@ -205,50 +205,14 @@ class Leases(GatewayTest):
             c.close()
         gw.assert_clean(self)
 
-    def test_stop_gives_leases_back_at_once(self):
-        """A stop gives each loop's unspent permits back to Redis at once, without waiting for
-        the lease to go idle (1 s here): the gateway exits well within that, and an exact
-        instance on the same counter then admits everything the leased one did not."""
+    def give_back_case(self, between, label):
+        """A leased global bucket (N = 10, burst 100, no refill to speak of) on two loops takes
+        leases for 12 requests; `between(gw)` then runs (a stop, a reload, an idle wait) and an
+        exact instance on the same counter (N is not part of the key) must admit everything the
+        leased one did not: the unspent permits went back to Redis."""
         self.up = self.upstream()
         lease, burst = 10, 100
-        rule = {"rate": 1, "period": "1h", "burst": burst}  # no refill to speak of
-        leased = {"scope": "global", "algorithm": "token_bucket", "sync": {"lease": lease}, "rules": [rule]}
-        redis = self.track(RedisServer())
-        gw = self.make(redis, leased, threads=2)
-        conns = [Conn(gw.port) for _ in range(4)]  # on both loops
-        up0 = self.forwarded()
-        for c in conns:
-            for _ in range(3):
-                self.assertEqual(c.request("GET", "/open/x").status, 200)
-        for c in conns:
-            c.close()
-        admitted = self.forwarded() - up0
-        time.sleep(0.3)  # the gauge is published 4 times a second
-        self.assertGreater(self.metric(gw, "rategate_lease_permits_held"), 0)
-        started = time.monotonic()
-        self.assertEqual(gw.stop(), 0)
-        took = time.monotonic() - started
-        # An idle give-back would have waited for 1 s of idleness from the last request.
-        self.assertLess(took, 0.9, "the stop waited for the idle give-back")
-        exact = dict(leased)
-        del exact["sync"]
-        other = self.make(redis, exact, threads=1)
-        c = Conn(other.port)
-        statuses = [c.request("GET", "/open/x").status for _ in range(burst + 5)]
-        c.close()
-        print("stop give-back: %d admitted, stopped in %.2f s; an exact instance admitted %d of %d"
-              % (admitted, took, statuses.count(200), burst))
-        self.assertEqual(statuses.count(200), burst - admitted)
-        for g in (gw, other):
-            g.assert_clean(self)
-
-    def test_reload_gives_the_old_leases_back(self):
-        """A reload builds a new pipeline; the old one's unspent permits go back to Redis at
-        once instead of being dropped: an exact instance on the same counter then admits
-        everything the leased one did not."""
-        self.up = self.upstream()
-        lease, burst = 10, 100
-        rule = {"rate": 1, "period": "1h", "burst": burst}  # no refill to speak of
+        rule = {"rate": 1, "period": "1h", "burst": burst}
         leased = {"scope": "global", "algorithm": "token_bucket", "sync": {"lease": lease}, "rules": [rule]}
         redis = self.track(RedisServer())
         gw = self.make(redis, leased, threads=2)
@@ -263,67 +227,59 @@ class Leases(GatewayTest):
         time.sleep(0.3)  # the gauge is published 4 times a second
         held = self.metric(gw, "rategate_lease_permits_held")
         self.assertGreater(held, 0)
-        with open(gw.config_file.name) as f:
-            cfg = json.load(f)
-        cfg["routes"].append({"name": "other", "match": {"path_prefix": "/other"}, "upstream": "demo"})
-        with open(gw.config_file.name, "w") as f:
-            json.dump(cfg, f)
-        gw.proc.send_signal(signal.SIGHUP)
-        deadline = time.monotonic() + 10
-        while get(gw.port, "/other/x").status != 200 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.assertEqual(get(gw.port, "/other/x").status, 200)
-        time.sleep(0.3)  # well before the old leases could go idle (1 s)
+        note = between(gw, held)
         exact = dict(leased)
         del exact["sync"]
         other = self.make(redis, exact, threads=1)
         c = Conn(other.port)
         statuses = [c.request("GET", "/open/x").status for _ in range(burst + 5)]
         c.close()
-        print("reload give-back: %d admitted, %d held; an exact instance admitted %d of %d"
-              % (admitted, held, statuses.count(200), burst))
+        print("%s: %d admitted, %d held%s; an exact instance admitted %d of %d"
+              % (label, admitted, held, note, statuses.count(200), burst))
         self.assertEqual(statuses.count(200), burst - admitted)
         for g in (gw, other):
             g.assert_clean(self)
+
+    def test_stop_gives_leases_back_at_once(self):
+        """A stop gives each loop's unspent permits back at once, without waiting for the lease
+        to go idle (1 s here): the gateway exits well within that."""
+        def stop(gw, held):
+            started = time.monotonic()
+            self.assertEqual(gw.stop(), 0)
+            took = time.monotonic() - started
+            self.assertLess(took, 0.9, "the stop waited for the idle give-back")
+            return ", stopped in %.2f s" % took
+        self.give_back_case(stop, "stop give-back")
+
+    def test_reload_gives_the_old_leases_back(self):
+        """A reload builds a new pipeline; the old one's unspent permits go back at once
+        instead of being dropped."""
+        def reload(gw, held):
+            with open(gw.config_file.name) as f:
+                cfg = json.load(f)
+            cfg["routes"].append({"name": "other", "match": {"path_prefix": "/other"}, "upstream": "demo"})
+            with open(gw.config_file.name, "w") as f:
+                json.dump(cfg, f)
+            gw.proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 10
+            while get(gw.port, "/other/x").status != 200 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual(get(gw.port, "/other/x").status, 200)
+            time.sleep(0.3)  # well before the old leases could go idle (1 s)
+            return ", reloaded"
+        self.give_back_case(reload, "reload give-back")
 
     def test_idle_lease_given_back(self):
         """After the load stops, each loop's unspent permits go back to Redis once its lease has
-        been idle for the smaller of 1 s and half its life: an exact instance on the same
-        counter then admits everything the leased one did not."""
-        self.up = self.upstream()
-        lease, burst = 10, 100
-        rule = {"rate": 1, "period": "1h", "burst": burst}  # no refill to speak of
-        leased = {"scope": "global", "algorithm": "token_bucket", "sync": {"lease": lease}, "rules": [rule]}
-        redis = self.track(RedisServer())
-        gw = self.make(redis, leased, threads=2)
-        conns = [Conn(gw.port) for _ in range(4)]  # on both loops
-        up0 = self.forwarded()
-        for c in conns:
-            for _ in range(3):
-                self.assertEqual(c.request("GET", "/open/x").status, 200)
-        for c in conns:
-            c.close()
-        admitted = self.forwarded() - up0
-        time.sleep(0.3)  # the gauge is published 4 times a second
-        held = self.metric(gw, "rategate_lease_permits_held")
-        self.assertGreater(held, 0)
-        # Idle 1 s, swept every 250 ms: given back within about 1.5 s.
-        deadline = time.monotonic() + 5
-        while self.metric(gw, "rategate_lease_permits_given_back_total") < held and time.monotonic() < deadline:
-            time.sleep(0.1)
-        given = self.metric(gw, "rategate_lease_permits_given_back_total")
-        self.assertEqual(given, held)
-        time.sleep(0.3)
-        self.assertEqual(self.metric(gw, "rategate_lease_permits_held"), 0)
-        # An exact instance on the same counter (N is not part of the key) admits the rest.
-        exact = dict(leased)
-        del exact["sync"]
-        other = self.make(redis, exact, threads=1)
-        c = Conn(other.port)
-        statuses = [c.request("GET", "/open/x").status for _ in range(burst + 5)]
-        c.close()
-        print("idle give-back: %d admitted, %d held then given back; an exact instance admitted %d of %d"
-              % (admitted, held, statuses.count(200), burst))
-        self.assertEqual(statuses.count(200), burst - admitted)
-        for g in (gw, other):
-            g.assert_clean(self)
+        been idle for the smaller of 1 s and half its life."""
+        def idle(gw, held):
+            # Idle 1 s, swept every 250 ms: given back within about 1.5 s.
+            deadline = time.monotonic() + 5
+            while (self.metric(gw, "rategate_lease_permits_given_back_total") < held
+                   and time.monotonic() < deadline):
+                time.sleep(0.1)
+            self.assertEqual(self.metric(gw, "rategate_lease_permits_given_back_total"), held)
+            time.sleep(0.3)
+            self.assertEqual(self.metric(gw, "rategate_lease_permits_held"), 0)
+            return " then given back"
+        self.give_back_case(idle, "idle give-back")
