@@ -1,8 +1,9 @@
 // One event loop's leases of shared layers (SPEC §2 `sync`): per leased layer key, the permits
 // this loop took from the shared counter in Redis and has not spent yet, until they expire.
 // One book per event loop (gateway/limiting/pipeline.hpp), so no locks; a reload builds a new
-// pipeline and so ends every lease. Sans-I/O: the pipeline asks reserve() what a request's
-// call must ask of Redis for a leased layer and tells settle() what came back.
+// pipeline and so ends every lease (the old book's unspent permits go back: take_all()). Sans-I/O:
+// the pipeline asks reserve() what a request's call must ask of Redis for a leased layer and tells
+// settle() what came back.
 //
 // Bounds kept here: a key's unspent permits plus the top-up asked in flight never exceed N (a
 // grant beyond it is dropped), and permits are used only before their expiry: `burst / rate`
@@ -12,7 +13,8 @@
 // idle_after() (the smaller of 1 s and half the lease's life: half of `burst / rate`, or of the
 // window) and with no top-up in flight is handed out by take_idle(); its permits leave the lease
 // at once (a request that reserved before and is refused later does not put its permits back)
-// and go back to Redis in one give-back call (limiters/lua/give_back/give_back.lua).
+// and go back to Redis in one give-back call (limiters/lua/give_back/give_back.lua). A stop or a
+// reload hands out every lease's unspent permits at once, idle or not (take_all()).
 #pragma once
 
 #include <cstdint>
