@@ -131,8 +131,16 @@ worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>
 
 namespace {
 // Holds the runtime (its pipeline, backend and policy) until the give-back call is answered.
-net::awaitable<void> give_back_leases_of(std::shared_ptr<runtime> old) {
+// The old runtime counts the permits, but the new one carried its counters over already: what
+// the call added goes to the runtime current by then.
+net::awaitable<void> give_back_leases_of(std::shared_ptr<runtime> old, worker& w) {
+    auto& m = *old->metrics;
+    auto given = m.lease_permits_given_back.get(), expired = m.lease_permits_expired.get();
     co_await old->limits->give_back_leases();
+    if (auto now = w.rt; now && now != old) {
+        now->metrics->lease_permits_given_back.add(m.lease_permits_given_back.get() - given);
+        now->metrics->lease_permits_expired.add(m.lease_permits_expired.get() - expired);
+    }
 }
 }  // namespace
 
@@ -204,7 +212,7 @@ void worker::install(std::shared_ptr<const config::config> c,
     }
     // The old pipeline's unspent lease permits go back to Redis now; its requests still in
     // flight finish on it, and what they take after this is dropped with it.
-    if (rt && rt->limits) net::co_spawn(ioc, give_back_leases_of(rt), net::detached);
+    if (rt && rt->limits) net::co_spawn(ioc, give_back_leases_of(rt, *this), net::detached);
     std::lock_guard lock(rt_mutex_);
     rt = std::move(next);
 }

@@ -255,7 +255,7 @@ class Leases(GatewayTest):
 
     def test_reload_gives_the_old_leases_back(self):
         """A reload builds a new pipeline; the old one's unspent permits go back at once
-        instead of being dropped."""
+        instead of being dropped, and count in the metrics of the new configuration."""
         def reload(gw, held):
             with open(gw.config_file.name) as f:
                 cfg = json.load(f)
@@ -267,8 +267,14 @@ class Leases(GatewayTest):
             while get(gw.port, "/other/x").status != 200 and time.monotonic() < deadline:
                 time.sleep(0.05)
             self.assertEqual(get(gw.port, "/other/x").status, 200)
-            time.sleep(0.3)  # well before the old leases could go idle (1 s)
-            return ", reloaded"
+            # Counted in the metrics of the configuration now in force, well before the old
+            # leases could go idle (1 s).
+            deadline = time.monotonic() + 0.6
+            while (self.metric(gw, "rategate_lease_permits_given_back_total") < held
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            self.assertEqual(self.metric(gw, "rategate_lease_permits_given_back_total"), held)
+            return ", reloaded and given back"
         self.give_back_case(reload, "reload give-back")
 
     def test_idle_lease_given_back(self):
