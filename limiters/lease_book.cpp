@@ -145,23 +145,29 @@ void lease_book::settle(slot s, const layer_spec& spec, int lease, const reserva
 
 lease_book::standing lease_book::standing_of(const std::string& key, double now) const {
     auto it = entries_.find(key);
-    if (it == entries_.end()) return {};
-    return standing_of(slot(const_cast<entry*>(&it->second)), now);
+    return it == entries_.end() ? standing{} : standing_of(it->second, now);
 }
 
 lease_book::standing lease_book::standing_of(slot s, double now) const {
-    const auto& e = *s.e_;
+    return standing_of(*s.e_, now);
+}
+
+lease_book::standing lease_book::standing_of(const entry& e, double now) {
     double permits = now < e.expiry_us ? e.permits : 0;
     return {e.remaining + permits, std::max(0.0, e.reset_at_us - now), e.rule};
 }
 
 double lease_book::unspent(const std::string& key, double now) const {
     auto it = entries_.find(key);
-    return it != entries_.end() && now < it->second.expiry_us ? it->second.permits : 0;
+    return it == entries_.end() ? 0 : unspent(it->second, now);
 }
 
 double lease_book::unspent(slot s, double now) const {
-    return now < s.e_->expiry_us ? s.e_->permits : 0;
+    return unspent(*s.e_, now);
+}
+
+double lease_book::unspent(const entry& e, double now) {
+    return now < e.expiry_us ? e.permits : 0;
 }
 
 double lease_book::held(double now) const {

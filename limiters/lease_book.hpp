@@ -143,6 +143,8 @@ class lease_book {
     };
     void expire(entry& e, double now_us);
     std::vector<lease_return> take(double now_us, bool idle_only);
+    static standing standing_of(const entry& e, double now_us);
+    static double unspent(const entry& e, double now_us);
 
     std::unordered_map<std::string, entry> entries_;
     totals totals_;

@@ -43,12 +43,10 @@ request_scope::~request_scope() {
 admission admit_head(runtime& rt, http::request_header<>& req, const admission_input& in,
                      request_scope& scope) {
     admission a;
-    auto keep = [&] { return in.can_keep_alive && !(in.stopping && *in.stopping); };
     auto refuse = [&](http::response<http::string_body> res) {
         if (in.head) omit_body(res);
         a.refusal = std::move(res);
     };
-    const unsigned version = in.version == 10 ? 10 : 11;
     // Routing, limiting and forwarding all see the normalised request (SPEC §3).
     request_facts read_here;
     if (!in.facts) read_here = read_request_facts(req);
@@ -58,7 +56,7 @@ admission admit_head(runtime& rt, http::request_header<>& req, const admission_i
     auto normalised = h1::normalise_request(line, in.host_memo);
     if (normalised.error) {
         const auto& e = *normalised.error;
-        refuse(make_error_response(e.status, e.code, e.message, false, version));
+        refuse(make_error_response(e.status, e.code, e.message, false, in.reply_version()));
         a.close = true;
         return a;
     }
@@ -72,8 +70,8 @@ admission admit_head(runtime& rt, http::request_header<>& req, const admission_i
     if (!nreq.is_origin_form_of(req.target())) req.target(nreq.origin_form(nreq.path));
     // SPEC §3 "gRPC": gRPC needs HTTP/2 (its trailers and streams).
     if (in.protocol == wire_protocol::http1 && is_grpc_content_type(facts.content_type)) {
-        auto res =
-            make_error_response(426, "upgrade_required", "gRPC requires HTTP/2", keep(), version);
+        auto res = make_error_response(426, "upgrade_required", "gRPC requires HTTP/2",
+                                       in.keep_alive(), in.reply_version());
         res.set(http::field::upgrade, "h2");
         refuse(std::move(res));
         return a;
@@ -82,7 +80,7 @@ admission admit_head(runtime& rt, http::request_header<>& req, const admission_i
         rt.routes.match(req.method_string(), nreq.path, nreq.host, in.tls ? 443 : 80);
     if (!route) {
         std::string message = "no route for " + std::string(req.method_string()) + " " + nreq.path;
-        refuse(make_error_response(404, "not_found", message, keep(), version));
+        refuse(make_error_response(404, "not_found", message, in.keep_alive(), in.reply_version()));
         return a;
     }
     a.route = route;
@@ -97,8 +95,9 @@ admission admit_head(runtime& rt, http::request_header<>& req, const admission_i
         auto verdict = rt.jwt_cache->verify(
             auth == req.end() ? std::string_view{} : std::string_view(auth->value()), now_s);
         if (verdict.what == identity::jwt_result::kind::invalid) {
-            auto res = make_error_response(
-                401, "invalid_token", "invalid bearer token: " + verdict.reason, keep(), version);
+            auto res =
+                make_error_response(401, "invalid_token", "invalid bearer token: " + verdict.reason,
+                                    in.keep_alive(), in.reply_version());
             res.set(http::field::www_authenticate, "Bearer error=\"invalid_token\"");
             refuse(std::move(res));
             return a;
@@ -111,8 +110,6 @@ admission admit_head(runtime& rt, http::request_header<>& req, const admission_i
 
 net::awaitable<void> check_limits(runtime& rt, http::request_header<>& req,
                                   const admission_input& in, request_scope& scope, admission& a) {
-    auto keep = [&] { return in.can_keep_alive && !(in.stopping && *in.stopping); };
-    const unsigned version = in.version == 10 ? 10 : 11;
     const auto* route = a.route;
     auto route_index = rt.route_index(*route);
     auto who = limiting::assemble_identity(*rt.cfg, rt.client_ip, *rt.policy, route_index, req,
@@ -123,7 +120,8 @@ net::awaitable<void> check_limits(runtime& rt, http::request_header<>& req,
     if (!out.forward) {
         a.limited = out.what == limiting::verdict::limited;
         // HEAD's body is dropped by refusal_response itself.
-        a.refusal = limiting::refusal_response(out, *route, keep(), version, in.head);
+        a.refusal =
+            limiting::refusal_response(out, *route, in.keep_alive(), in.reply_version(), in.head);
         co_return;
     }
     a.rate = limiting::headers_of(out);

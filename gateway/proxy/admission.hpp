@@ -44,6 +44,11 @@ struct admission_input {
     h1::authority_memo* host_memo = nullptr;
     /// The request's fields read once (request_facts.hpp), if the caller has them already.
     const request_facts* facts = nullptr;
+
+    /// A refusal may keep the connection: allowed and the worker is not stopping.
+    bool keep_alive() const { return can_keep_alive && !(stopping && *stopping); }
+    /// The HTTP/1.x minor version a refusal is written in (10 or 11).
+    unsigned reply_version() const { return version == 10 ? 10 : 11; }
 };
 
 /// The decision: either a route to forward to (with its rate-limit headers) or a refusal.
