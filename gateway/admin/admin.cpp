@@ -16,6 +16,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <thread>
+#include <unordered_set>
 
 namespace rategate::gateway {
 
@@ -38,11 +39,18 @@ class admin_loop : public net::io_context {
 }  // namespace
 
 struct admin_server::impl {
-    admin_loop ioc{1};
-    tcp::acceptor acceptor{ioc};
+    explicit impl(net::io_context* shared)
+        : own(shared ? nullptr : std::make_unique<admin_loop>(1)),
+          ioc(shared ? *shared : *own),
+          acceptor(ioc) {}
+    std::unique_ptr<admin_loop> own;  ///< its own loop (and thread), or null on a shared loop
+    net::io_context& ioc;
+    tcp::acceptor acceptor;
     handlers h;
     config::limits_config limits;
-    std::size_t open_connections = 0;  ///< admin connections open now (admin thread only)
+    std::size_t open_connections = 0;  ///< admin connections open now (the admin loop only)
+    std::unordered_set<boost::beast::tcp_stream*> live;  ///< their streams (stop closes them)
+    bool stopped = false;
     std::thread thread;
 
     http::response<http::string_body> answer(const http::request<http::string_body>& req) {
@@ -95,10 +103,16 @@ struct admin_server::impl {
     // Same header deadline and size limits as the main listener; the request body is small.
     net::awaitable<void> session(tcp::socket socket) {
         struct slot_guard {
-            std::size_t& open;
-            ~slot_guard() { --open; }
-        } guard{open_connections};
+            impl& in;
+            boost::beast::tcp_stream* stream = nullptr;
+            ~slot_guard() {
+                --in.open_connections;
+                in.live.erase(stream);
+            }
+        } guard{*this};
         boost::beast::tcp_stream s(std::move(socket));
+        live.insert(&s);
+        guard.stream = &s;
         boost::beast::flat_buffer buf;
         for (bool first = true;; first = false) {
             // Wait for the first byte of a request (idle), then the whole request must arrive
@@ -167,8 +181,8 @@ struct admin_server::impl {
 };
 
 admin_server::admin_server(const config::host_port& at, const config::limits_config& limits,
-                           handlers h)
-    : impl_(std::make_unique<impl>()) {
+                           handlers h, net::io_context* loop)
+    : impl_(std::make_unique<impl>(loop)) {
     impl_->h = std::move(h);
     impl_->limits = limits;
     tcp::endpoint ep{net::ip::make_address(at.host), at.port};
@@ -188,14 +202,25 @@ admin_server::~admin_server() {
 
 void admin_server::start() {
     net::co_spawn(impl_->ioc, impl_->accept(), net::detached);
-    impl_->thread = std::thread([i = impl_.get()] { i->ioc.run(); });
+    if (impl_->own) impl_->thread = std::thread([i = impl_.get()] { i->own->run(); });
 }
 
 void admin_server::stop() {
+    if (!impl_->own) {
+        // A shared loop goes on: closing the acceptor and the streams cancels what they wait
+        // for, and each session ends on its own (the loop's owner runs it until it does).
+        if (impl_->stopped) return;
+        impl_->stopped = true;
+        boost::system::error_code ignored;
+        impl_->acceptor.close(ignored);
+        for (auto* s : impl_->live)
+            s->socket().close(ignored);
+        return;
+    }
     if (!impl_->thread.joinable()) return;
-    impl_->ioc.stop();
+    impl_->own->stop();
     impl_->thread.join();
-    impl_->ioc.discard_pending();  // sessions still open end here, with the server intact
+    impl_->own->discard_pending();  // sessions still open end here, with the server intact
 }
 
 }  // namespace rategate::gateway

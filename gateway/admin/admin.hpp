@@ -1,4 +1,5 @@
-// The admin listener (SPEC §4), on its own thread and address (loopback by default):
+// The admin listener (SPEC §4), on its own address (loopback by default) and its own thread, or
+// on the event loop of a one-loop process:
 // GET /metrics (Prometheus text 0.0.4), /healthz, /readyz, /config (secrets masked), the
 // dashboard page at / with its JSON at /stats, and /top (keys limited most).
 #pragma once
@@ -8,6 +9,10 @@
 #include <string>
 
 #include "config/config.hpp"
+
+namespace boost::asio {
+class io_context;
+}
 
 namespace rategate::gateway {
 
@@ -22,9 +27,14 @@ class admin_server {
     };
     /// Binds `at`; throws std::runtime_error when it cannot. Connections get the main
     /// listener's header deadline and size `limits`, and at most 1024 are open at once.
-    admin_server(const config::host_port& at, const config::limits_config& limits, handlers h);
+    /// Runs on `loop` when given (an event loop whose thread also calls start and stop), else
+    /// on a thread of its own.
+    admin_server(const config::host_port& at, const config::limits_config& limits, handlers h,
+                 boost::asio::io_context* loop = nullptr);
     ~admin_server();
     void start();
+    /// Stops accepting and ends every admin connection: at once on its own thread; on a shared
+    /// loop, their waits are cancelled and they end as that loop runs on.
     void stop();
 
     struct impl;

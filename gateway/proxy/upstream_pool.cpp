@@ -79,15 +79,24 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
         }
     }
     if (ts.endpoints.empty()) {
-        tcp::resolver resolver(ex_);
-        auto [rec, results] = co_await resolver.async_resolve(
-            ts.address.host, std::to_string(ts.address.port), use_nothrow);
-        if (rec) {
-            ec = rec;
-            co_return nullptr;
+        // A numeric address needs no resolver: Asio's runs getaddrinfo on a thread of its own,
+        // and a second thread makes every socket call of a one-loop process dearer (the
+        // kernel's fdget/fput take their atomic path once a process has two threads).
+        boost::system::error_code numeric;
+        auto address = net::ip::make_address(ts.address.host, numeric);
+        if (!numeric) {
+            ts.endpoints.emplace_back(address, ts.address.port);
+        } else {
+            tcp::resolver resolver(ex_);
+            auto [rec, results] = co_await resolver.async_resolve(
+                ts.address.host, std::to_string(ts.address.port), use_nothrow);
+            if (rec) {
+                ec = rec;
+                co_return nullptr;
+            }
+            for (const auto& r : results)
+                ts.endpoints.push_back(r.endpoint());
         }
-        for (const auto& r : results)
-            ts.endpoints.push_back(r.endpoint());
     }
     auto c = std::make_unique<upstream_connection>(ex_, sweeper_);
     c->target = target;

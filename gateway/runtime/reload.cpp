@@ -68,8 +68,8 @@ int serve(const std::string& file, const std::string& log_level) {
         }
     };
     for (;;) {
-        timespec poll{1, 0};
-        int sig = sigtimedwait(&signals, nullptr, &poll);
+        // With threads: 1 the event loop runs on this thread meanwhile (server::wait_signal).
+        int sig = srv->wait_signal(signals, std::chrono::seconds(1));
         if (sig < 0) {
             if (stamp() != seen) reload("config file changed");
             continue;

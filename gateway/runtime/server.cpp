@@ -1,9 +1,13 @@
 #include "gateway/runtime/server.hpp"
 
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <spdlog/spdlog.h>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <stdexcept>
 
 #include "gateway/admin/access_log.hpp"
@@ -34,7 +38,20 @@ tcp::acceptor bind_acceptor(net::io_context& ioc, const config::host_port& addre
     return a;
 }
 
+// A signal in `signals` already pending for this thread, taken; -1 when none.
+int take_pending(const sigset_t& signals) {
+    timespec now{0, 0};
+    return sigtimedwait(&signals, nullptr, &now);
+}
+
 }  // namespace
+
+// The caller-thread loop's wake-ups (threads: 1): a signalfd of the awaited signals (read
+// only for readiness: sigtimedwait takes the signal) and a timer for wait_signal's timeout.
+struct server::caller_loop {
+    net::posix::stream_descriptor signal_fd;
+    net::steady_timer wake;
+};
 
 server::server(std::shared_ptr<const config::config> cfg)
     : cfg_(std::move(cfg)),
@@ -42,6 +59,13 @@ server::server(std::shared_ptr<const config::config> cfg)
       local_(std::make_unique<limiters::local_store>()) {
     int n = cfg_->threads > 0 ? cfg_->threads
                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    on_caller_thread_ = n == 1;
+    for (int i = 0; i < n; ++i) {
+        auto w = std::make_unique<worker>(cfg_, process_.open_connections, policy_, *local_);
+        w->index = workers_.size();
+        w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
+        workers_.push_back(std::move(w));
+    }
     if (cfg_->admin_listen)
         admin_ = std::make_unique<admin_server>(
             *cfg_->admin_listen, cfg_->limits,
@@ -50,13 +74,8 @@ server::server(std::shared_ptr<const config::config> cfg)
                                        std::lock_guard lock(mutex_);  // cfg_ changes on reload
                                        return cfg_->json_masked;
                                    },
-                                   [this] { return stats_text(); }, [this] { return top_text(); }});
-    for (int i = 0; i < n; ++i) {
-        auto w = std::make_unique<worker>(cfg_, process_.open_connections, policy_, *local_);
-        w->index = workers_.size();
-        w->acceptor.emplace(bind_acceptor(w->ioc, cfg_->listen));
-        workers_.push_back(std::move(w));
-    }
+                                   [this] { return stats_text(); }, [this] { return top_text(); }},
+            on_caller_thread_ ? &workers_[0]->ioc : nullptr);
 }
 
 server::~server() {
@@ -64,12 +83,69 @@ server::~server() {
         w->ioc.stop();
     for (auto& t : threads_)
         if (t.joinable()) t.join();
+    caller_.reset();
+    if (on_caller_thread_) {
+        // Admin sessions live on the loop: they end (or are destroyed) before the admin server.
+        for (auto& w : workers_)
+            w->tear_down();
+        admin_.reset();
+    }
+}
+
+bool server::run_here(std::chrono::milliseconds limit) {
+    auto& ioc = workers_[0]->ioc;
+    try {
+        ioc.restart();
+        ioc.run_for(limit);
+        return ioc.stopped();
+    } catch (const std::exception& e) {
+        spdlog::critical("event loop failed: {}", e.what());
+        return true;
+    }
+}
+
+int server::wait_signal(const sigset_t& signals, std::chrono::milliseconds timeout) {
+    if (!on_caller_thread_) {
+        auto s = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+        timespec wait{static_cast<time_t>(s.count()),
+                      static_cast<long>(std::chrono::nanoseconds(timeout - s).count())};
+        return sigtimedwait(&signals, nullptr, &wait);
+    }
+    if (int sig = take_pending(signals); sig > 0) return sig;
+    auto& ioc = workers_[0]->ioc;
+    if (!caller_) {
+        int fd = ::signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
+        if (fd < 0) throw std::runtime_error("signalfd failed");
+        caller_.reset(
+            new caller_loop{net::posix::stream_descriptor(ioc, fd), net::steady_timer(ioc)});
+    }
+    auto wake = [&ioc](const error_code& ec) {
+        if (!ec) ioc.stop();
+    };
+    caller_->signal_fd.async_wait(net::posix::descriptor_base::wait_read, wake);
+    caller_->wake.expires_after(timeout);
+    caller_->wake.async_wait(wake);
+    // The loop runs until a signal or the timeout stops it (or it fails: then as a SIGTERM).
+    bool failed = false;
+    try {
+        ioc.restart();
+        ioc.run();
+    } catch (const std::exception& e) {
+        spdlog::critical("event loop failed: {}", e.what());
+        failed = true;
+    }
+    error_code ignored;
+    caller_->signal_fd.cancel(ignored);
+    caller_->wake.cancel();
+    if (failed) return SIGTERM;
+    return take_pending(signals);
 }
 
 void server::start() {
     if (admin_) admin_->start();
     for (auto& w : workers_) {
         w->start();
+        if (on_caller_thread_) break;  // it runs in wait_signal() and stop()
         {
             std::lock_guard lock(running_mutex_);
             ++running_;
@@ -181,6 +257,18 @@ void server::stop(std::chrono::milliseconds deadline) {
     if (admin_) admin_->stop();
     for (auto& w : workers_)
         net::post(w->ioc, [wp = w.get()] { wp->stop(); });
+    if (on_caller_thread_) {
+        // The loop on this thread runs out of work once its sessions, Redis connections and
+        // tickers have ended (worker::stop), as a loop thread's run() returns.
+        caller_.reset();
+        if (!run_here(deadline)) {
+            spdlog::warn("shutdown: requests still in flight after {} ms: cancelling them",
+                         deadline.count());
+            workers_[0]->cancel_in_flight();
+            run_here(std::chrono::seconds(2));
+        }
+        flush_access_log();
+    }
     // Each loop returns by itself once its sessions have ended and its Redis connections and
     // tickers after them (worker::stop); the last one to return wakes this thread.
     std::unique_lock lock(running_mutex_);

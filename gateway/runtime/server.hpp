@@ -1,6 +1,9 @@
 // The gateway process: one event loop per thread, each with its own SO_REUSEPORT acceptor
-// on the listen address, so no lock is shared on the request path.
+// on the listen address, so no lock is shared on the request path (threads: 1 runs its loop on
+// the main thread: a one-thread process).
 #pragma once
+
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,8 +28,16 @@ class server {
     explicit server(std::shared_ptr<const config::config> cfg);
     ~server();
 
-    /// Starts one thread per worker and returns.
+    /// Starts one thread per worker and returns. With one worker (threads: 1) no thread starts:
+    /// its event loop runs on the caller's thread, inside wait_signal() and stop(), and the
+    /// admin listener shares it, so the process has one thread (a second one makes every
+    /// socket call dearer: the kernel's fdget/fput take their atomic path).
     void start();
+
+    /// Waits up to `timeout` for one of `signals` (blocked on every thread) and returns it, or
+    /// -1 when none came. With the event loop on this thread, the loop runs meanwhile (a
+    /// signalfd wakes it).
+    int wait_signal(const sigset_t& signals, std::chrono::milliseconds timeout);
 
     /// Graceful stop (SPEC §1): stop accepting, let in-flight requests finish up to
     /// `deadline`, close idle keep-alives, then stop every loop and join the threads.
@@ -68,6 +79,13 @@ class server {
     std::size_t running_ = 0;                ///< event loops still running (running_mutex_)
     std::condition_variable loop_returned_;  ///< a loop's run() returned
     std::unique_ptr<class admin_server> admin_;
+    /// threads: 1 — the one loop runs on the thread that calls wait_signal() and stop().
+    bool on_caller_thread_ = false;
+    struct caller_loop;
+    std::unique_ptr<caller_loop> caller_;  ///< its signalfd and wake-up timer (wait_signal)
+    /// Runs the caller-thread loop until it is stopped or out of work, at most `limit`; true
+    /// when it ran out of work. An exception that escapes a handler is logged and ends it.
+    bool run_here(std::chrono::milliseconds limit);
 };
 
 }  // namespace rategate::gateway

@@ -7,6 +7,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <memory>
+#include <vector>
 
 namespace rategate::limiters::redis {
 
@@ -27,18 +28,28 @@ net::awaitable<std::error_code> open_socket(tcp::socket& s, endpoint to, clock::
     s = tcp::socket(ex);
     const auto& host = to.host;
     auto name = host + ":" + std::to_string(to.port);
-    tcp::resolver local(ex);
     net::steady_timer timer(ex, deadline);
-    auto resolved = co_await (local.async_resolve(host, std::to_string(to.port), use_nothrow) ||
-                              timer.async_wait(use_nothrow));
-    if (resolved.index() == 1) {
-        why = "timed out resolving " + host;
-        co_return make_error_code(client_error::timeout);
-    }
-    auto [rec, endpoints] = std::get<0>(resolved);
-    if (rec) {
-        why = "cannot resolve " + host + ": " + rec.message();
-        co_return make_error_code(client_error::not_connected);
+    // A numeric address needs no resolver (whose getaddrinfo runs on a thread of Asio's own: a
+    // second thread in a one-loop process makes every socket call dearer).
+    std::vector<tcp::endpoint> endpoints;
+    boost::system::error_code numeric;
+    if (auto address = net::ip::make_address(host, numeric); !numeric) {
+        endpoints.emplace_back(address, to.port);
+    } else {
+        tcp::resolver local(ex);
+        auto resolved = co_await (local.async_resolve(host, std::to_string(to.port), use_nothrow) ||
+                                  timer.async_wait(use_nothrow));
+        if (resolved.index() == 1) {
+            why = "timed out resolving " + host;
+            co_return make_error_code(client_error::timeout);
+        }
+        auto [rec, results] = std::get<0>(resolved);
+        if (rec) {
+            why = "cannot resolve " + host + ": " + rec.message();
+            co_return make_error_code(client_error::not_connected);
+        }
+        for (const auto& r : results)
+            endpoints.push_back(r.endpoint());
     }
     if (stopped && stopped()) co_return make_error_code(client_error::stopped);
     timer.expires_at(deadline);

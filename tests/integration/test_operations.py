@@ -1,6 +1,7 @@
 """Operations (SPEC §4-§5): admin endpoint metrics, health and readiness, /config masking,
 access log lines, graceful shutdown under load."""
 import json
+import os
 import re
 import signal
 import threading
@@ -169,8 +170,13 @@ class AccessLog(GatewayTest):
 
 class Shutdown(GatewayTest):
     def test_sigterm_under_load_completes_every_in_flight_request(self):
+        for threads in (2, 1):  # loops on threads of their own; the one loop on the main thread
+            with self.subTest(threads=threads):
+                self.sigterm_under_load(threads)
+
+    def sigterm_under_load(self, threads):
         up = self.upstream()
-        gw = self.gateway({"threads": 2, "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % up.port]}},
+        gw = self.gateway({"threads": threads, "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % up.port]}},
                            "routes": [{"name": "r", "match": {"path_prefix": "/"}, "upstream": "demo"}]})
         statuses, errors = [], []
         started = threading.Event()
@@ -194,3 +200,68 @@ class Shutdown(GatewayTest):
         self.assertEqual(errors, [])
         self.assertEqual(statuses, [200] * 20)
         self.assertEqual(gw.proc.wait(15), 0)
+
+
+class OneThread(GatewayTest):
+    """threads: 1 runs the one event loop on the main thread, with the admin listener on it: the
+    process has one thread (a second makes every socket call dearer), and SIGHUP, SIGTERM and
+    the admin endpoint still work."""
+
+    def config(self, threads, redis, admin_port):
+        return {
+            "threads": threads,
+            "log": {"access_log": False},  # on, its writer is a thread of its own
+            "admin": {"listen": "127.0.0.1:%d" % admin_port},
+            "redis": {"url": "redis://127.0.0.1:%d/0" % redis.port},
+            "identity": {"user": {"header": "X-User-Id"}},
+            "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]}},
+            "limiters": {"per-user": {"scope": "user", "algorithm": "token_bucket",
+                                      "rules": [{"rate": 3, "period": "1h", "burst": 3}]}},
+            "routes": [{"name": "r", "match": {"path_prefix": "/"}, "upstream": "demo", "limiters": ["per-user"]}],
+        }
+
+    def threads_of(self, gw):
+        return len(os.listdir("/proc/%d/task" % gw.proc.pid))
+
+    def test_one_loop_one_thread(self):
+        redis = self.track(RedisServer())
+        self.up = self.upstream()
+        for threads, expected in ((1, 1), (2, 4)):  # main thread + 2 loops + the admin's
+            with self.subTest(threads=threads):
+                admin_port = free_port()
+                gw = self.gateway(self.config(threads, redis, admin_port))
+                statuses = [get(gw.port, "/x", headers={"X-User-Id": "t%d" % threads}).status for _ in range(4)]
+                self.assertEqual(statuses, [200, 200, 200, 429])
+                self.assertEqual(get(admin_port, "/readyz").status, 200)
+                self.assertIn(b"rategate_requests_total", get(admin_port, "/metrics").body)
+                self.assertEqual(self.threads_of(gw), expected)
+                gw.proc.send_signal(signal.SIGTERM)
+                self.assertEqual(gw.proc.wait(10), 0)
+
+    def test_reload_and_stop_with_an_admin_connection_open(self):
+        redis = self.track(RedisServer())
+        self.up = self.upstream()
+        admin_port = free_port()
+        cfg = self.config(1, redis, admin_port)
+        gw = self.gateway(cfg)
+        self.assertEqual(get(gw.port, "/x", headers={"X-User-Id": "a"}).status, 200)
+        # SIGHUP reloads on the loop's own thread: the new limit is in force at once after.
+        cfg["routes"][0]["limiters"] = []
+        with open(gw.config_file.name, "w") as f:
+            json.dump(dict(cfg, listen="127.0.0.1:%d" % gw.port), f)
+        gw.proc.send_signal(signal.SIGHUP)
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            statuses = [get(gw.port, "/x", headers={"X-User-Id": "a"}).status for _ in range(4)]
+            if statuses == [200] * 4:
+                break
+            time.sleep(0.1)
+        self.assertEqual(statuses, [200] * 4)
+        # A keep-alive admin connection, idle, does not hold the stop up (its idle timeout is 60 s).
+        c = Conn(admin_port)
+        self.assertEqual(c.request("GET", "/healthz").status, 200)
+        started = time.time()
+        gw.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(gw.proc.wait(10), 0)
+        self.assertLess(time.time() - started, 2.0)
+        c.close()
