@@ -8,15 +8,13 @@ namespace rategate::gateway::h1 {
 
 namespace {
 
-// Byte classes of a head, one table lookup per byte: token bytes (RFC 9110 §5.6.2 tchar) and
-// field-value bytes (§5.5: VCHAR, obs-text, SP, HTAB).
-constexpr unsigned char token_byte = 1, value_byte = 2;
+// Token bytes (RFC 9110 §5.6.2 tchar), one table lookup per byte of a field name; values are
+// scanned eight bytes at a time (find_non_value).
+constexpr unsigned char token_byte = 1;
 constexpr auto byte_class = [] {
     std::array<unsigned char, 256> t{};
-    for (int c = 0; c < 256; ++c) {
+    for (int c = 0; c < 256; ++c)
         if (is_tchar(static_cast<char>(c))) t[static_cast<std::size_t>(c)] |= token_byte;
-        if ((c >= 0x20 && c != 0x7f) || c == '\t') t[static_cast<std::size_t>(c)] |= value_byte;
-    }
     return t;
 }();
 
@@ -122,8 +120,7 @@ head_parse parse_response_head(std::string_view data, std::size_t max_bytes, res
     const std::size_t n = data.size();
     // Where a value run starting at `i` ends: the CR of its CRLF (npos: not all here yet).
     auto value_end = [&](std::size_t i, const char** problem) -> std::size_t {
-        while (i < n && is_class(data[i], value_byte))
-            ++i;
+        i = find_non_value(data, i);
         if (i == n) return std::string_view::npos;
         if (data[i] != '\r' || (i + 1 < n && data[i + 1] != '\n')) {
             *problem = line_end_problem(data, i);

@@ -13,6 +13,7 @@
 #include "gateway/http/http_head.hpp"
 #include "gateway/http/response_head.hpp"
 #include "gateway/http/router.hpp"
+#include "gateway/http/text.hpp"
 #include "gateway/proxy/header_rewrite.hpp"
 
 namespace http = boost::beast::http;
@@ -256,5 +257,42 @@ TEST_CASE("the flat request head is byte for byte the rewritten field container'
         append_request_head(theirs, b);
         CHECK(id == their_id);
         CHECK(mine == theirs);
+    }
+}
+
+TEST_CASE("the eight-byte scans find the byte the one-byte rules would, at every offset") {
+    using rategate::gateway::h1::find_line_stop;
+    using rategate::gateway::h1::find_non_value;
+    auto line_stop = [](char c) { return c == '\r' || c == '\n' || c == '\0'; };
+    auto non_value = [](char c) {
+        auto u = static_cast<unsigned char>(c);
+        return !((u >= 0x20 && u != 0x7f) || u == '\t');
+    };
+    auto first = [](const std::string& s, std::size_t from, auto pred) {
+        for (std::size_t k = from; k < s.size(); ++k)
+            if (pred(s[k])) return k;
+        return s.size();
+    };
+    auto agree = [&](const std::string& s) {
+        for (std::size_t from = 0; from <= s.size(); ++from) {
+            REQUIRE(find_line_stop(s, from) == first(s, from, line_stop));
+            REQUIRE(find_non_value(s, from) == first(s, from, non_value));
+        }
+    };
+    // Every byte value at every position of strings that cross one, two and three words, alone
+    // and after an HTAB (allowed in a value, so the scan goes on past it).
+    for (std::size_t len : {1u, 7u, 8u, 9u, 16u, 23u}) {
+        for (std::size_t at = 0; at < len; ++at) {
+            for (int b = 0; b < 256; ++b) {
+                std::string s(len, 'a');
+                s[at] = static_cast<char>(b);
+                agree(s);
+                for (std::size_t tab = 0; tab < at; tab += 3) {
+                    auto t = s;
+                    t[tab] = '\t';
+                    agree(t);
+                }
+            }
+        }
     }
 }
