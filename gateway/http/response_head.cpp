@@ -10,16 +10,15 @@ namespace {
 
 // Token bytes (RFC 9110 §5.6.2 tchar), one table lookup per byte of a field name; values are
 // scanned eight bytes at a time (find_non_value).
-constexpr unsigned char token_byte = 1;
-constexpr auto byte_class = [] {
-    std::array<unsigned char, 256> t{};
+constexpr auto token_bytes = [] {
+    std::array<bool, 256> t{};
     for (int c = 0; c < 256; ++c)
-        if (is_tchar(static_cast<char>(c))) t[static_cast<std::size_t>(c)] |= token_byte;
+        t[static_cast<std::size_t>(c)] = is_tchar(static_cast<char>(c));
     return t;
 }();
 
-bool is_class(char c, unsigned char cls) {
-    return byte_class[static_cast<unsigned char>(c)] & cls;
+bool is_token_byte(char c) {
+    return token_bytes[static_cast<unsigned char>(c)];
 }
 
 // Reads the tokens of a Connection line into the head's close / keep-alive flags.
@@ -146,7 +145,7 @@ head_parse parse_response_head(std::string_view data, std::size_t max_bytes, res
         }
         if (data[i] == ' ' || data[i] == '\t') return fail("obsolete line folding in header");
         const std::size_t name_at = i;
-        while (i < n && is_class(data[i], token_byte))
+        while (i < n && is_token_byte(data[i]))
             ++i;
         if (i == n) return incomplete();
         if (data[i] != ':') {

@@ -2,7 +2,6 @@
 
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -36,6 +35,19 @@ tcp::acceptor bind_acceptor(net::io_context& ioc, const config::host_port& addre
         throw std::runtime_error("cannot listen on " + address.to_string() + ": " + ec.message());
     a.listen(net::socket_base::max_listen_connections);
     return a;
+}
+
+// Runs an event loop by `run` (restarted first): false when a handler threw, which is logged.
+template <class Run>
+bool run_loop(net::io_context& ioc, Run run) {
+    try {
+        ioc.restart();
+        run();
+        return true;
+    } catch (const std::exception& e) {
+        spdlog::critical("event loop failed: {}", e.what());
+        return false;
+    }
 }
 
 // A signal in `signals` already pending for this thread, taken; -1 when none.
@@ -94,14 +106,7 @@ server::~server() {
 
 bool server::run_here(std::chrono::milliseconds limit) {
     auto& ioc = workers_[0]->ioc;
-    try {
-        ioc.restart();
-        ioc.run_for(limit);
-        return ioc.stopped();
-    } catch (const std::exception& e) {
-        spdlog::critical("event loop failed: {}", e.what());
-        return true;
-    }
+    return !run_loop(ioc, [&] { ioc.run_for(limit); }) || ioc.stopped();
 }
 
 int server::wait_signal(const sigset_t& signals, std::chrono::milliseconds timeout) {
@@ -126,14 +131,8 @@ int server::wait_signal(const sigset_t& signals, std::chrono::milliseconds timeo
     caller_->wake.expires_after(timeout);
     caller_->wake.async_wait(wake);
     // The loop runs until a signal or the timeout stops it (or it fails: then as a SIGTERM).
-    bool failed = false;
-    try {
-        ioc.restart();
-        ioc.run();
-    } catch (const std::exception& e) {
-        spdlog::critical("event loop failed: {}", e.what());
-        failed = true;
-    }
+    // run(), not run_for(): run_for reads the clock once per handler.
+    bool failed = !run_loop(ioc, [&] { ioc.run(); });
     error_code ignored;
     caller_->signal_fd.cancel(ignored);
     caller_->wake.cancel();
@@ -151,12 +150,7 @@ void server::start() {
             ++running_;
         }
         threads_.emplace_back([this, wp = w.get()] {
-            try {
-                wp->ioc.run();
-                flush_access_log();
-            } catch (const std::exception& e) {
-                spdlog::critical("event loop failed: {}", e.what());
-            }
+            if (run_loop(wp->ioc, [wp] { wp->ioc.run(); })) flush_access_log();
             {
                 std::lock_guard lock(running_mutex_);
                 --running_;
