@@ -64,6 +64,36 @@ http {
         wait_port(port)
         return p
 
+    def cluster(self, masters):
+        """A Redis Cluster of `masters` masters, no replicas: {port: process}. One master gets every
+        slot by CLUSTER ADDSLOTSRANGE (redis-cli --cluster create wants three)."""
+        ports = [free_port() for _ in range(masters)]
+        procs = {}
+        for port in ports:
+            d = os.path.join(self.work, "node-%d" % port)
+            os.makedirs(d)
+            procs[port] = self.start(
+                ["redis-server", "--port", str(port), "--cluster-port", str(free_port()), "--bind", "127.0.0.1",
+                 "--cluster-enabled", "yes",
+                 "--cluster-config-file", os.path.join(d, "nodes.conf"), "--dir", d, "--save", "", "--appendonly", "no",
+                 "--daemonize", "no", "--logfile", ""], "redis-cluster-%d" % port)
+        for port in ports:
+            wait_port(port)
+        if masters == 1:
+            subprocess.run(["redis-cli", "-p", str(ports[0]), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"], check=True,
+                           capture_output=True)
+        else:
+            subprocess.run(["redis-cli", "--cluster", "create"] + ["127.0.0.1:%d" % p for p in ports] +
+                           ["--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            states = [subprocess.run(["redis-cli", "-p", str(p), "CLUSTER", "INFO"], capture_output=True,
+                                     text=True).stdout for p in ports]
+            if all("cluster_state:ok" in s for s in states):
+                return procs
+            time.sleep(0.2)
+        raise SystemExit("the cluster did not come up")
+
     def stop(self):
         for p in self.procs:
             p.terminate()
@@ -131,3 +161,48 @@ def parse_wrk(out, what):
     total = int(re.search(r"(\d+) requests in", out).group(1))
     non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     return rps, p50, p99, total, int(non2xx.group(1)) if non2xx else 0
+
+
+def encode(argv):
+    """A RESP array of bulk strings (str or bytes): one command as Redis reads it."""
+    out = [b"*%d\r\n" % len(argv)]
+    for a in argv:
+        a = a.encode() if isinstance(a, str) else a
+        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(out)
+
+
+class Conn:
+    """A blocking Redis connection for the drivers: cmd() sends one command and returns its reply
+    (bytes, a list, or None; an error reply raises RuntimeError)."""
+
+    def __init__(self, port):
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.buf = b""
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            self.buf += self.s.recv(1 << 20)
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def read(self):
+        line = self._line()
+        kind = line[:1]
+        if kind == b"-":
+            raise RuntimeError(line.decode())
+        if kind in b"+:":
+            return line[1:]
+        if kind == b"$":
+            n = int(line[1:])
+            if n < 0:
+                return None
+            while len(self.buf) < n + 2:
+                self.buf += self.s.recv(1 << 20)
+            value, self.buf = self.buf[:n], self.buf[n + 2:]
+            return value
+        return [self.read() for _ in range(int(line[1:]))]
+
+    def cmd(self, *argv):
+        self.s.sendall(encode(argv))
+        return self.read()

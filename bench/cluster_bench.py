@@ -53,38 +53,7 @@ single = running.redis(single_port)
 
 
 
-def start_cluster(masters):
-    """A Redis Cluster of `masters` masters, no replicas: {port: process}. One master gets every
-    slot by CLUSTER ADDSLOTSRANGE (redis-cli --cluster create wants three)."""
-    ports = [free_port() for _ in range(masters)]
-    procs = {}
-    for port in ports:
-        d = os.path.join(work, "node-%d" % port)
-        os.makedirs(d)
-        procs[port] = running.start(
-            ["redis-server", "--port", str(port), "--cluster-port", str(free_port()), "--bind", "127.0.0.1",
-             "--cluster-enabled", "yes",
-             "--cluster-config-file", os.path.join(d, "nodes.conf"), "--dir", d, "--save", "", "--appendonly", "no",
-             "--daemonize", "no", "--logfile", ""], "redis-cluster-%d" % port)
-    for port in ports:
-        wait_port(port)
-    if masters == 1:
-        subprocess.run(["redis-cli", "-p", str(ports[0]), "CLUSTER", "ADDSLOTSRANGE", "0", "16383"], check=True,
-                       capture_output=True)
-    else:
-        subprocess.run(["redis-cli", "--cluster", "create"] + ["127.0.0.1:%d" % p for p in ports] +
-                       ["--cluster-replicas", "0", "--cluster-yes"], check=True, capture_output=True)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        states = [subprocess.run(["redis-cli", "-p", str(p), "CLUSTER", "INFO"], capture_output=True,
-                                 text=True).stdout for p in ports]
-        if all("cluster_state:ok" in s for s in states):
-            return procs
-        time.sleep(0.2)
-    raise SystemExit("the cluster did not come up")
-
-
-cluster_procs = start_cluster(3)
+cluster_procs = running.cluster(3)
 cluster_ports = list(cluster_procs)
 
 
@@ -117,7 +86,7 @@ cluster_redis = {"cluster": {"nodes": ["127.0.0.1:%d" % p for p in cluster_ports
 roomy = {"rate": 100000, "period": "1s", "burst": 100000}
 # name: (redis section, user rule, the Redis processes {port: process}, lease N of global and route)
 if args.masters:
-    one_procs = start_cluster(1)
+    one_procs = running.cluster(1)
     one_redis = {"cluster": {"nodes": ["127.0.0.1:%d" % p for p in one_procs]}}
     variants = {
         "1 master": (one_redis, roomy, one_procs, 0),

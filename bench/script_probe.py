@@ -3,62 +3,70 @@
 
 Starts a redis-server on a free loopback port, loads limiters/lua/[0-9]*.lua concatenated (as the
 build embeds them) or the same files from --lua DIR (a variant to compare), and sends batches of
-decisions: 1 layer over 1,000 keys, and 4 layers over 1 global, 1 route, 1,000 user and 100 ip
+decisions: 1 layer over 1,000 keys, 2 layers over 1,000 user and 100 ip keys (the exact part of
+the chain with global and route leased), and 4 layers over 1 global, 1 route, 1,000 user and 100 ip
 keys, at 1 and 32 decisions per call. Prints Redis's own EVALSHA µs per call and per decision
 (INFO commandstats: the script and the commands it calls, not the networking), medians of -r
 runs. --algorithm picks the layers' algorithm code (limiters/algorithms: 1 fixed_window,
 5 token_bucket, 6 gcra; rules far above the load).
 
-  python3 bench/script_probe.py [-r 3] [--algorithm 5] [--lua DIR]
+--floor: what any script pays before it decides anything, on the bench's exact keys (per request
+one user of 1,000 and one ip of 100, cycled as wrk-users.lua does; 32 requests per call): minimal
+scripts that only pass the keys, load them (MGET, or HMGET of one hash), and write them back
+(a SET ... KEEPTTL per key, or one HSET of every field), with and without the state's
+unpack/pack. Redis's own µs per request, medians of -r runs.
+
+  python3 bench/script_probe.py [-r 3] [--algorithm 5] [--lua DIR] [--floor]
 """
 import argparse, glob, os, random, shutil, socket, statistics, struct, subprocess, tempfile, time
+
+from benchlib import Conn
 
 ap = argparse.ArgumentParser()
 ap.add_argument("-r", "--rounds", type=int, default=3)
 ap.add_argument("--algorithm", type=int, default=5)
 ap.add_argument("--lua", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "limiters", "lua"))
+ap.add_argument("--floor", action="store_true", help="the storage floor of the exact keys (see above)")
 args = ap.parse_args()
 
+STATE = "struct.pack('dddd', 1, 2, 3, 4)"
+FLOOR = {
+    "keys only": "return 1",
+    "MGET": "local v = redis.call('MGET', unpack(KEYS)) return 1",
+    "MGET, SET each": "local v = redis.call('MGET', unpack(KEYS)) "
+                      "for i = 1, #KEYS do redis.call('SET', KEYS[i], " + STATE + ", 'KEEPTTL') end return 1",
+    "MGET, unpack, pack, SET each": "local v = redis.call('MGET', unpack(KEYS)) for i = 1, #KEYS do "
+                                    "local s = v[i] and {struct.unpack('dddd', v[i])} or {0, 0, 0, 0} "
+                                    "redis.call('SET', KEYS[i], struct.pack('dddd', s[1] + 1, s[2], s[3], s[4]), "
+                                    "'KEEPTTL') end return 1",
+    "HMGET, one HSET": "local v = redis.call('HMGET', 'h', unpack(KEYS)) local a = {} "
+                       "for i = 1, #KEYS do a[#a + 1] = KEYS[i] a[#a + 1] = " + STATE + " end "
+                       "redis.call('HSET', 'h', unpack(a)) return 1",
+    "HMGET, unpack, pack, one HSET": "local v = redis.call('HMGET', 'h', unpack(KEYS)) local a = {} "
+                                     "for i = 1, #KEYS do local s = v[i] and {struct.unpack('dddd', v[i])} "
+                                     "or {0, 0, 0, 0} a[#a + 1] = KEYS[i] "
+                                     "a[#a + 1] = struct.pack('dddd', s[1] + 1, s[2], s[3], s[4]) end "
+                                     "redis.call('HSET', 'h', unpack(a)) return 1",
+}
 
-def encode(argv):
-    out = [b"*%d\r\n" % len(argv)]
-    for a in argv:
-        a = a.encode() if isinstance(a, str) else a
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
 
-
-class Conn:
-    def __init__(self, port):
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.buf = b""
-
-    def _line(self):
-        while b"\r\n" not in self.buf:
-            self.buf += self.s.recv(1 << 20)
-        line, self.buf = self.buf.split(b"\r\n", 1)
-        return line
-
-    def read(self):
-        line = self._line()
-        kind = line[:1]
-        if kind == b"-":
-            raise RuntimeError(line.decode())
-        if kind in b"+:":
-            return line[1:]
-        if kind == b"$":
-            n = int(line[1:])
-            if n < 0:
-                return None
-            while len(self.buf) < n + 2:
-                self.buf += self.s.recv(1 << 20)
-            value, self.buf = self.buf[:n], self.buf[n + 2:]
-            return value
-        return [self.read() for _ in range(int(line[1:]))]
-
-    def cmd(self, *argv):
-        self.s.sendall(encode(argv))
-        return self.read()
+def floor(c, body, batch=32, calls=1000):
+    """Redis's own µs per request of `body` over the bench's user and ip keys."""
+    sha = c.cmd("SCRIPT", "LOAD", body).decode()
+    c.cmd("FLUSHALL")
+    c.cmd("CONFIG", "RESETSTAT")
+    n = 0
+    for _ in range(calls):
+        keys = []
+        for _ in range(batch):
+            n += 1
+            for key in ("u:%d" % (n % 1000), "i:%d" % (n % 100)):
+                if key not in keys:
+                    keys.append(key)
+        c.cmd("EVALSHA", sha, str(len(keys)), *keys)
+    for line in c.cmd("INFO", "commandstats").decode().splitlines():
+        if line.startswith("cmdstat_evalsha:"):
+            return float(line.split("usec=")[1].split(",")[0]) / (calls * batch)
 
 
 def run(c, sha, algorithm, layers, key_counts, batch, calls):
@@ -102,8 +110,13 @@ def main():
                 break
             except OSError:
                 time.sleep(0.05)
+        if args.floor:
+            for name, body in FLOOR.items():
+                us = statistics.median(floor(c, body) for _ in range(args.rounds))
+                print(f"{name:32s} {us:5.2f} µs per request (a user and an ip key)", flush=True)
+            return
         sha = c.cmd("SCRIPT", "LOAD", script).decode()
-        for layers, key_counts in ((1, [1000]), (4, [1, 1, 1000, 100])):
+        for layers, key_counts in ((1, [1000]), (2, [1000, 100]), (4, [1, 1, 1000, 100])):
             for batch in (1, 32):
                 calls = 3000 if batch == 1 else 1000
                 per_call = statistics.median(
