@@ -31,8 +31,9 @@ parser.add_argument("--leases", type=int, default=0, metavar="N",
                     help="with --limits, also the 4-layer chain with global and route leased N at a time "
                          "(SPEC 2 sync)")
 parser.add_argument("--baseline-build", metavar="DIR",
-                    help="also rategate (plain) from another build directory, as rategate-baseline, in the "
-                         "same interleaved rounds: a change against its parent in one run")
+                    help="also rategate (plain, and with --limits the 4-layer chain) from another build "
+                         "directory, as rategate-baseline, in the same interleaved rounds: a change against "
+                         "its parent in one run")
 args = parser.parse_args()
 
 work = tempfile.mkdtemp(prefix="rategate-bench-")
@@ -104,6 +105,10 @@ if args.limits:
         json.dump(chain, f)
     port = free_port()
     targets["rategate-4-layer"] = (port, rategate("rategate-4-layer", port, path))
+    if args.baseline_build:
+        port = free_port()
+        targets["rategate-4-layer-baseline"] = (port, rategate("rategate-4-layer-baseline", port, path,
+                                                               build_dir=args.baseline_build))
     if args.leases:
         for name in ("global", "route"):
             chain["limiters"][name]["sync"] = {"lease": args.leases}
