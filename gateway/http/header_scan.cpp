@@ -10,6 +10,7 @@ namespace {
 
 using h1::find_line_stop;
 using h1::iequals;
+using h1::is_tchar;
 using h1::trim;
 
 }  // namespace
@@ -85,13 +86,30 @@ std::string check_header_block(std::string_view block) {
             auto value = trim(line.substr(colon + 1));
             if (transfer_encoding) return "repeated Transfer-Encoding";
             transfer_encoding = true;
-            auto last = value.rfind(',');
-            auto coding = trim(last == std::string_view::npos ? value : value.substr(last + 1));
-            if (!iequals(coding, "chunked")) return "Transfer-Encoding must end with chunked";
+            if (auto why = check_transfer_encoding(value); !why.empty()) return why;
         }
     }
     if (content_length && transfer_encoding) return "both Content-Length and Transfer-Encoding";
     return {};
+}
+
+std::string check_transfer_encoding(std::string_view value) {
+    bool chunked_seen = false;
+    for (std::size_t from = 0;;) {
+        auto comma = value.find(',', from);
+        auto coding =
+            trim(value.substr(from, comma == std::string_view::npos ? value.npos : comma - from));
+        if (coding.empty() || !std::all_of(coding.begin(), coding.end(), is_tchar))
+            return "invalid Transfer-Encoding";
+        bool chunked = iequals(coding, "chunked");
+        if (chunked && chunked_seen) return "Transfer-Encoding applies chunked twice";
+        chunked_seen = chunked_seen || chunked;
+        if (comma == std::string_view::npos) {
+            if (!chunked) return "Transfer-Encoding must end with chunked";
+            return {};
+        }
+        from = comma + 1;
+    }
 }
 
 }  // namespace rategate::gateway

@@ -23,8 +23,15 @@ header_end find_header_end(std::string_view data, std::size_t from);
 /// Validates a complete header block (request line + fields + CRLFCRLF).
 /// Returns an empty string when acceptable, else a short reason for the 400:
 /// an empty request line, bare CR or LF, NUL, obs-fold, whitespace before a colon, both
-/// Content-Length and Transfer-Encoding, an invalid or repeated Content-Length, a Transfer-Encoding
-/// not ending in chunked.
+/// Content-Length and Transfer-Encoding, an invalid or repeated Content-Length, a repeated or
+/// invalid Transfer-Encoding (check_transfer_encoding).
 std::string check_header_block(std::string_view block);
+
+/// Checks a request's Transfer-Encoding value (RFC 9112 §6.1): a comma-separated list of
+/// transfer codings, each a bare token (no parameters, no empty element), with `chunked` (any
+/// case) exactly once and last. Returns an empty string when acceptable, else the reason for
+/// the 400. Anything looser would let the gateway and Beast's parser (which looks for the first
+/// `chunked` token) disagree on where the body ends: request smuggling.
+std::string check_transfer_encoding(std::string_view value);
 
 }  // namespace rategate::gateway

@@ -36,6 +36,10 @@ std::optional<std::string> read_authority(std::string_view text, normalised_requ
     std::string host(parsed->encoded_host());
     for (auto& c : host)
         if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    // A fully qualified name's trailing dot names the same host ("a.example." is "a.example",
+    // RFC 1034 §3.1): dropped, so a host route and its limiters cannot be stepped around by it
+    // (as Envoy's strip_trailing_host_dot).
+    if (host.size() > 1 && host.back() == '.' && host.front() != '[') host.pop_back();
     out.host_name_length = host.size();
     out.port.reset();
     if (parsed->has_port() && !parsed->port().empty()) {

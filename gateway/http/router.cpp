@@ -38,6 +38,7 @@ route_table::route_table(const config::config& cfg) {
         if (r.match.host) {
             auto [name, port] = split_host_port(*r.match.host);
             e.host = std::string(name);
+            if (e.host.size() > 1 && e.host.back() == '.') e.host.pop_back();  // as requests'
             e.port = port;
         }
         if (r.match.path) {

@@ -24,6 +24,10 @@ struct request_identity {
     std::string ip;                               ///< client IP, canonical text
     std::vector<limiters::header_value> headers;  ///< the route's header scopes, in
                                                   ///< policy::header_names order
+    /// A field a limiter of the route takes its identity from (the user header, a header
+    /// scope's) that came on more than one line; empty when none did. Such a request is a 400:
+    /// the upstream may read another line than the one limited.
+    std::string_view repeated;
     /// The identity as limiters::policy computes keys from it (views into this object).
     limiters::identity view() const { return {user, ip, headers}; }
 };
@@ -31,7 +35,9 @@ struct request_identity {
 /// The identity of a request to route `route_index` with header fields `fields` from TCP peer
 /// `peer` (canonical text). With `identity.user.jwt` the user is `jwt_user` (the verified
 /// token's claim) and the user header is not read; otherwise the user header's first field
-/// line, when not empty. Header scopes take their field's first line (empty counts).
+/// line, when not empty. Header scopes take their field's first line (empty counts); a user
+/// header (where a layer of the route has scope user) or header scope on several lines is
+/// named in `repeated`.
 /// `client_ip` is identity::settings::from(cfg.identity), made once per config.
 request_identity assemble_identity(const config::config& cfg, const identity::settings& client_ip,
                                    const limiters::policy& policy, std::size_t route_index,

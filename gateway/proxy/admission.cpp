@@ -91,7 +91,15 @@ admission admit_head(runtime& rt, http::request_header<>& req, const admission_i
         auto now_s = std::chrono::duration_cast<std::chrono::seconds>(
                          std::chrono::system_clock::now().time_since_epoch())
                          .count();
-        auto auth = req.find(rt.cfg->identity.jwt->header);
+        const auto& header = rt.cfg->identity.jwt->header;
+        if (req.count(header) > 1) {
+            // A singleton field (RFC 9110 §11.6.2): verified on one line, the upstream could
+            // read the other.
+            refuse(make_error_response(400, "bad_request", "repeated " + header + " header",
+                                       in.keep_alive(), in.reply_version()));
+            return a;
+        }
+        auto auth = req.find(header);
         auto verdict = rt.jwt_cache->verify(
             auth == req.end() ? std::string_view{} : std::string_view(auth->value()), now_s);
         if (verdict.what == identity::jwt_result::kind::invalid) {
@@ -114,6 +122,16 @@ net::awaitable<void> check_limits(runtime& rt, http::request_header<>& req,
     auto route_index = rt.route_index(*route);
     auto who = limiting::assemble_identity(*rt.cfg, rt.client_ip, *rt.policy, route_index, req,
                                            in.peer, a.jwt_user);
+    if (!who.repeated.empty()) {
+        scope.rec.limit_outcome = "invalid_identity";
+        auto res = make_error_response(400, "invalid_identity",
+                                       "repeated " + std::string(who.repeated) +
+                                           " header: a limiter's identity is one field line",
+                                       in.keep_alive(), in.reply_version());
+        if (in.head) omit_body(res);
+        a.refusal = std::move(res);
+        co_return;
+    }
     auto out = co_await rt.limits->check(route_index, who.view(), static_cast<double>(route->cost));
     scope.rec.limit_outcome = limiting::to_string(out.what);
     scope.rec.limit_layer = limiting::log_layer(out);

@@ -222,6 +222,11 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         auto& req = parser.get();
         head_request = req.method() == http::verb::head;
         const auto facts = read_request_facts(req);
+        if (facts.chunked != parser.chunked()) {
+            // check_header_block makes them agree; a disagreement would be smuggling.
+            co_await fail(400, "bad_request", "ambiguous Transfer-Encoding");
+            break;
+        }
         const bool keep_alive_asked = facts.keep_alive(req.version());
         const admission_input in{.peer = peer,
                                  .tls = client.tls != nullptr,

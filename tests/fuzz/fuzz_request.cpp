@@ -11,6 +11,7 @@
 
 #include "gateway/http/header_scan.hpp"
 #include "gateway/http/request_normaliser.hpp"
+#include "gateway/proxy/request_facts.hpp"
 
 namespace h1 = rategate::gateway::h1;
 namespace http = boost::beast::http;
@@ -72,6 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     parser.put(boost::asio::buffer(block.data(), block.size()), ec);
     if (ec || !parser.is_header_done()) return 0;
     const auto& req = parser.get();
+    // Framing: what the gateway forwards by (its facts) is what Beast read the body by, for
+    // every block check_header_block lets through (else: request smuggling).
+    check(rategate::gateway::read_request_facts(req).chunked == parser.chunked());
     h1::request_line line{req.method_string(), req.target(), req.version(), 0, {}};
     for (auto it = req.find(http::field::host); it != req.end() && it->name() == http::field::host;
          ++it)

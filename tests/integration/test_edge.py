@@ -130,6 +130,18 @@ class HostAndTarget(EdgeTest):
         self.assertEqual(r.json()["path"], "/api/orders/1")
         self.assertIsNone(r.header("RateLimit-Policy"))
 
+    def test_a_trailing_dot_names_the_same_host(self):
+        # "a.example." is "a.example" (RFC 1034 3.1): it must not step around the host route
+        # and its limiter to the catch-all route.
+        for host in ["a.example.", "A.EXAMPLE.:80"]:
+            r = get(self.gw.port, "/api/orders/1", {"Host": host})
+            self.assertEqual(r.json()["path"], "/orders/1", host)
+            self.assertEqual(r.header("RateLimit-Policy"), '"per-ip";q=100;w=60', host)
+            self.assertEqual({k.lower(): v for k, v in r.json()["headers"].items()}["host"],
+                             host.lower().replace(".:", ":").rstrip("."))
+        r, _ = self.raw(b"GET http://a.example./api/orders/2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        self.assertEqual(r.json()["path"], "/orders/2")
+
     def test_route_host_with_port_matches_only_that_port(self):
         self.assertEqual(get(self.gw.port, "/p", {"Host": "A.example:8080"}).json()["path"], "/")
         r = get(self.gw.port, "/p", {"Host": "a.example"})  # means port 80: falls to "rest"
@@ -478,3 +490,33 @@ class IdentityBypass(EdgeTest):
             self.assertEqual(r.json()["error"], "invalid_identity")
         # Not used by a limiter of the route: no check.
         self.assertEqual(get(self.gw.port, "/free", {"X-User-Id": "a" * 1000}).status, 200)
+
+    def test_an_identity_header_on_two_lines_is_400(self):
+        # The limit would take the first line, an upstream may read the other (or both joined):
+        # an empty first line used to skip the per-user layer altogether.
+        self.up = self.upstream()
+        self.gw = self.gateway({
+            "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]}},
+            "identity": {"user": {"header": "X-User-Id"}},
+            "limiters": {"u": log_limiter("user", 2), "k": log_limiter("header:X-Api-Key", 2)},
+            "routes": [{"name": "u", "match": {"path_prefix": "/u"}, "upstream": "demo", "limiters": ["u"]},
+                       {"name": "k", "match": {"path_prefix": "/k"}, "upstream": "demo", "limiters": ["k"]},
+                       {"name": "free", "match": {"path_prefix": "/free"}, "upstream": "demo"}]})
+
+        def send(path, name, values):
+            c = Conn(self.gw.port)
+            c.send(("GET %s HTTP/1.1\r\nHost: t\r\n%sConnection: close\r\n\r\n" % (
+                path, "".join("%s: %s\r\n" % (name, v) for v in values))).encode())
+            r = c.read_response()
+            c.close()
+            return r
+
+        for path, name in [("/u", "X-User-Id"), ("/k", "X-Api-Key")]:
+            for values in (["", "alice"], ["alice", "bob"], ["alice", "alice"]):
+                r = send(path, name, values)
+                self.assertEqual(r.status, 400, (path, values))
+                self.assertEqual(r.json()["error"], "invalid_identity")
+                self.assertIn(name, r.json()["message"])
+            self.assertEqual([send(path, name, ["alice"]).status for _ in range(3)], [200, 200, 429])
+        # Not used by a limiter of the route: no check.
+        self.assertEqual(send("/free", "X-User-Id", ["a", "b"]).status, 200)

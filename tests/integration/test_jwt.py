@@ -170,6 +170,24 @@ class JwtIdentity(GatewayTest):
         good = self.keys.sign("HS256", self.claims("alice"))
         self.assertEqual(self.call(good, scheme="bearer").status, 200)  # scheme case-insensitive
 
+    def test_a_repeated_authorization_header_is_400_and_never_forwarded(self):
+        # Verified on its first line, a second could reach the upstream unchecked: a bad token
+        # forwarded, or a valid user's token behind a Basic line escaping the per-user limit.
+        good = self.keys.sign("HS256", self.claims("alice"))
+        bad = self.keys.sign("HS256", self.claims("alice"), key=b"another-secret-entirely-0123456")
+        for lines in (["Basic Zm9vOmJhcg==", "Bearer " + bad], ["Basic Zm9vOmJhcg==", "Bearer " + good],
+                      ["Bearer " + good, "Bearer " + good], ["Bearer " + good, "Bearer " + bad]):
+            for path in ("/api/x", "/open/x"):
+                c = Conn(self.gw.port)
+                c.send(("GET %s HTTP/1.1\r\nHost: t\r\n%sConnection: close\r\n\r\n" % (
+                    path, "".join("Authorization: %s\r\n" % v for v in lines))).encode())
+                r = c.read_response()
+                c.close()
+                self.assertEqual(r.status, 400, (path, lines))
+                self.assertIn("repeated Authorization", r.json()["message"])
+        self.assertEqual(self.origin.count, 0)
+        self.assertEqual([self.call(good).status for _ in range(3)], [200, 200, 429])
+
     def test_valid_token_without_the_claim_is_a_missing_user(self):
         token = self.keys.sign("HS256", {"iss": "https://issuer.test", "aud": ["x", "rategate"]})
         self.assertEqual(self.call(token).status, 403)

@@ -235,6 +235,21 @@ class StrictParsing(GatewayTest):
                                   b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /api/smuggled HTTP/1.1\r\n\r\n",
                                   "both Content-Length and Transfer-Encoding")
 
+    def test_transfer_encoding_read_otherwise_by_beast_is_smuggling(self):
+        # Each passed a "last coding is chunked" check, while Beast's parser (first "chunked"
+        # token last, clean tokens) saw no body: the head went upstream with its
+        # Transfer-Encoding and the body became the next request.
+        for te in [b"chunked, chunked", b"x y, chunked", b"gzip;q=1, chunked", b"gzip ;a=b, chunked",
+                   b'"x", chunked', b"gzip,, chunked"]:
+            self.assert_400_and_close(b"POST /api/x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: " + te +
+                                      b"\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /api/smuggled HTTP/1.1\r\n\r\n",
+                                      "Transfer-Encoding")
+        # The codings that stay: clean tokens, chunked once and last.
+        c = Conn(self.gw.port)
+        c.send(b"POST /api/te HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: CHUNKED\r\nConnection: close\r\n\r\n"
+               b"5\r\nhello\r\n0\r\n\r\n")
+        self.assertEqual(c.read_response().status, 200)
+
     def test_invalid_content_length(self):
         self.assert_400_and_close(b"POST /api/x HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n", "Content-Length")
         self.assert_400_and_close(b"POST /api/x HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n")

@@ -45,6 +45,12 @@ TEST_CASE("smuggling and malformed headers are refused with a reason") {
           "repeated Content-Length");
     CHECK(check_header_block("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n") ==
           "Transfer-Encoding must end with chunked");
+    // Smuggling: Beast's parser takes the body as chunked only when the first "chunked" token
+    // is the last and the list is clean tokens; each of these passed a last-coding check alone.
+    CHECK(check_header_block("POST / HTTP/1.1\r\nTransfer-Encoding: chunked, chunked\r\n\r\n") ==
+          "Transfer-Encoding applies chunked twice");
+    CHECK(check_header_block("POST / HTTP/1.1\r\nTransfer-Encoding: x y, chunked\r\n\r\n") ==
+          "invalid Transfer-Encoding");
     CHECK(check_header_block("GET / HTTP/1.1\r\nHost : x\r\n\r\n") ==
           "whitespace before colon in header");
     CHECK(check_header_block("GET / HTTP/1.1\r\nX-A: 1\r\n  folded\r\n\r\n") ==
@@ -147,10 +153,9 @@ std::string model_check(std::string_view block) {
         } else if (model_iequals(name, "transfer-encoding")) {
             if (te) return "repeated Transfer-Encoding";
             te = true;
-            auto last = value.rfind(',');
-            auto coding =
-                model_trim(last == std::string_view::npos ? value : value.substr(last + 1));
-            if (!model_iequals(coding, "chunked")) return "Transfer-Encoding must end with chunked";
+            // The value's own rules are check_transfer_encoding's (tested below); the model
+            // checks the line scan around it.
+            if (auto why = check_transfer_encoding(value); !why.empty()) return why;
         }
     }
     if (cl && te) return "both Content-Length and Transfer-Encoding";
@@ -214,4 +219,37 @@ TEST_CASE("the one-pass scans agree with the line-by-line model on random blocks
     // The draw reaches both outcomes, not only refusals.
     CHECK(complete > 1000);
     CHECK(accepted > 100);
+}
+
+TEST_CASE("check_transfer_encoding: clean tokens, chunked exactly once and last") {
+    struct row {
+        const char* value;
+        const char* reason;  // "" = accepted
+    };
+    const row rows[] = {
+        {"chunked", ""},
+        {"Chunked", ""},
+        {"gzip, chunked", ""},
+        {"gzip,chunked", ""},
+        {"gzip ,\tchunked", ""},
+        {"x-custom, gzip, CHUNKED", ""},
+        {"", "invalid Transfer-Encoding"},
+        {"gzip", "Transfer-Encoding must end with chunked"},
+        {"chunked, gzip", "Transfer-Encoding must end with chunked"},
+        {"chunked, chunked", "Transfer-Encoding applies chunked twice"},
+        {"chunked, gzip, chunked", "Transfer-Encoding applies chunked twice"},
+        {"x y, chunked", "invalid Transfer-Encoding"},
+        {"gzip;q=1, chunked", "invalid Transfer-Encoding"},
+        {"gzip ;a=b, chunked", "invalid Transfer-Encoding"},
+        {"\"x\", chunked", "invalid Transfer-Encoding"},
+        {"gzip,, chunked", "invalid Transfer-Encoding"},
+        {", chunked", "invalid Transfer-Encoding"},
+        {"chunked,", "invalid Transfer-Encoding"},
+        {"chunked;x=1", "invalid Transfer-Encoding"},
+        {"chun ked", "invalid Transfer-Encoding"},
+    };
+    for (const auto& r : rows) {
+        INFO(r.value);
+        CHECK(check_transfer_encoding(r.value) == r.reason);
+    }
 }
