@@ -220,6 +220,12 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     up->request_head.clear();
     record.request_id = append_forwarded_request_head(up->request_head, req, forwarded_by,
                                                       route.strip_prefix, websocket);
+    if (facts.host_count == 0) {
+        // An HTTP/1.0 request may come without Host; what goes upstream is HTTP/1.1, which
+        // needs one (RFC 9112 §3.2): the target's, as nginx's $proxy_host.
+        auto& head = up->request_head;
+        head.insert(head.size() - 2, "Host: " + pool.target_name(up->target) + "\r\n");
+    }
     const auto& request_id = record.request_id;
 
     if (expect_continue && has_body) {

@@ -115,6 +115,9 @@ class HostAndTarget(EdgeTest):
     def test_http10_without_host_is_served(self):
         r, closed = self.raw(b"GET /x HTTP/1.0\r\n\r\n")
         self.assertEqual(r.status, 200)
+        # Forwarded as HTTP/1.1, which needs a Host: the upstream target's.
+        hosts = [v for k, v in r.json()["headers"].items() if k.lower() == "host"]
+        self.assertEqual(hosts, ["127.0.0.1:%d" % self.up.port])
 
     def test_absolute_form_is_routed_by_its_authority_and_forwarded_in_origin_form(self):
         r, _ = self.raw(b"GET http://A.Example/api/orders/1?x=1 HTTP/1.1\r\nHost: other.example\r\n"
