@@ -96,9 +96,14 @@ int connection::on_header(nghttp2_session*, const nghttp2_frame* f, const std::u
                           std::uint8_t, void* self) {
     auto& c = *static_cast<connection*>(self);
     auto* s = c.find(f->hd.stream_id);
-    if (!s || s->refused) return 0;
+    if (!s) return 0;
     std::string_view n(reinterpret_cast<const char*>(name), namelen);
     std::string_view v(reinterpret_cast<const char*>(value), valuelen);
+    if (s->refused) {
+        // Still measured: a refused stream's block may be an HPACK bomb as well.
+        if (s->head.add(n, v) == request_head_builder::field_status::flood) c.calm_down();
+        return 0;
+    }
     if (s->in_trailers) {
         // Trailers do not go on to an HTTP/1.1 upstream; they must still be well formed.
         if (check_trailer_field(n, v)) c.reset(*s, NGHTTP2_PROTOCOL_ERROR);
@@ -122,6 +127,12 @@ int connection::on_header(nghttp2_session*, const nghttp2_frame* f, const std::u
 int connection::on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* self) {
     auto& c = *static_cast<connection*>(self);
     if (f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) return 0;
+    // A DATA frame of padding alone carries nothing either (on_begin_frame sees its length
+    // before the padding is known).
+    if (f->hd.type == NGHTTP2_DATA && f->hd.length > 0 && f->hd.length == f->data.padlen &&
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+        c.guard_.exceeded(flood_guard::kind::empty_frame, std::chrono::steady_clock::now()))
+        c.calm_down();
     auto* s = c.find(f->hd.stream_id);
     if (f->hd.type == NGHTTP2_HEADERS) c.header_block_since_.reset();
     if (!s || s->refused) return 0;
@@ -138,6 +149,7 @@ int connection::on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* se
             return 0;
         }
         ++c.coroutines_;
+        s->running = true;
         auto self_ptr = c.streams_.at(s->id);
         net::co_spawn(c.ex_, c.run_stream(std::move(self_ptr)),
                       [&c, id = s->id](std::exception_ptr e) {
@@ -148,6 +160,9 @@ int connection::on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* se
                                   spdlog::error("h2 stream {}: {}", id, ex.what());
                               }
                           }
+                          // Counted under max_concurrent_streams until here, not until the
+                          // stream closes: a reset stream's upstream exchange may go on.
+                          --c.admitted_streams_;
                           --c.coroutines_;
                           c.coroutine_ended_.notify();
                       });
@@ -212,9 +227,23 @@ int connection::on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t
     if (s.h2_upstream && !response_sent) s.h2_upstream->cancel();
     s.wake.notify();
     s.wake_in.notify();
-    if (!s.over_cap) --c.admitted_streams_;
+    if (!s.over_cap && !s.running) --c.admitted_streams_;
     c.streams_.erase(it);  // `s` is gone from here on
     if (--c.open_streams_ == 0) c.arm_deadline();
+    return 0;
+}
+
+int connection::on_frame_send(nghttp2_session* session, const nghttp2_frame* f, void* self) {
+    auto& c = *static_cast<connection*>(self);
+    if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    auto* s = c.find(f->hd.stream_id);
+    if (!s) return 0;
+    s->response_ended = true;
+    // After the response's last frame, never before it (end_unfinished_request).
+    if (s->reset_after_response && !s->closed && !s->end_of_request)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
     return 0;
 }
 
@@ -411,6 +440,7 @@ net::awaitable<void> connection::run(std::string_view preread) {
     nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, on_frame_recv);
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
     nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
+    nghttp2_session_callbacks_set_on_frame_send_callback(cbs, on_frame_send);
     nghttp2_option* opt = nullptr;
     nghttp2_option_new(&opt);
     // The window is given back as the upstream takes the bytes, not as they arrive.

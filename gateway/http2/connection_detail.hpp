@@ -45,12 +45,15 @@ struct stream {
         : id(id), head(max_header_bytes), wake(ex), wake_in(ex) {}
     std::int32_t id;
     request_head_builder head;
-    bool in_trailers = false;     // a HEADERS block after the request's
-    bool refused = false;         // reset by us (malformed): no coroutine
-    bool over_cap = false;        // refused with REFUSED_STREAM: never counted as admitted
-    bool end_of_request = false;  // END_STREAM received
-    bool closed = false;          // nghttp2 closed the stream (done or reset)
-    bool wants_body = true;       // DATA is kept for the upstream (else consumed at once)
+    bool in_trailers = false;           // a HEADERS block after the request's
+    bool refused = false;               // reset by us (malformed): no coroutine
+    bool running = false;               // its coroutine runs: it counts as admitted until that ends
+    bool response_ended = false;        // our END_STREAM went out
+    bool reset_after_response = false;  // RST_STREAM NO_ERROR once our END_STREAM went out
+    bool over_cap = false;              // refused with REFUSED_STREAM: never counted as admitted
+    bool end_of_request = false;        // END_STREAM received
+    bool closed = false;                // nghttp2 closed the stream (done or reset)
+    bool wants_body = true;             // DATA is kept for the upstream (else consumed at once)
     request_head_builder::head_status head_status = request_head_builder::head_status::ok;
     std::uint64_t body_received = 0;
     std::string body_in;  // DATA received, not yet forwarded nor consumed
@@ -100,6 +103,7 @@ class connection {
     static int on_data_chunk(nghttp2_session*, std::uint8_t flags, std::int32_t id,
                              const std::uint8_t* data, std::size_t len, void* self);
     static int on_stream_close(nghttp2_session*, std::int32_t id, std::uint32_t code, void* self);
+    static int on_frame_send(nghttp2_session*, const nghttp2_frame* f, void* self);
     static ssize_t read_body(nghttp2_session*, std::int32_t id, std::uint8_t* buf,
                              std::size_t length, std::uint32_t* flags, nghttp2_data_source* src,
                              void* self);
@@ -112,6 +116,11 @@ class connection {
         s.refused = true;
         nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, code);
         wake_writer_.notify();
+        // A reset the client provoked (a malformed stream) counts as one of its own: else
+        // they would step around the rapid-reset bound ("MadeYouReset", CVE-2025-8671).
+        if (code == NGHTTP2_PROTOCOL_ERROR &&
+            guard_.exceeded(flood_guard::kind::reset, std::chrono::steady_clock::now()))
+            calm_down();
     }
     void calm_down() {
         if (calm_) return;
@@ -148,6 +157,13 @@ class connection {
     void advertise_stream_cap(std::string& out);
     net::awaitable<void> writer();
     net::awaitable<void> run_stream(std::shared_ptr<stream> s);
+    // The stream's request: admitted and forwarded, or refused (run_stream's body).
+    net::awaitable<void> answer_stream(stream& s);
+    // After a complete response to a request the client has not finished: RST_STREAM
+    // NO_ERROR (RFC 9113 §8.1), so that a stream answered by the gateway (a 404, a 429) is not
+    // left open with no deadline; a response body stuck behind a zero window is reset after
+    // idle_timeout (drain_out).
+    net::awaitable<void> end_unfinished_request(stream& s);
     enum class send_result { sent, write_failed, too_large, stream_gone };
     // Sends the request's head and body (as DATA arrives) to the upstream.
     net::awaitable<send_result> send_request(stream& s, upstream_connection& up,

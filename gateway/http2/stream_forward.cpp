@@ -89,7 +89,26 @@ net::awaitable<connection::send_result> connection::send_request(stream& s, upst
 }
 
 net::awaitable<void> connection::run_stream(std::shared_ptr<stream> sp) {
-    auto& s = *sp;
+    co_await answer_stream(*sp);
+    co_await end_unfinished_request(*sp);
+}
+
+net::awaitable<void> connection::end_unfinished_request(stream& s) {
+    if (s.closed || dead_ || s.refused || !s.out_eof) co_return;
+    // Named first: g++ 12 miscompiles a co_await inside an if's condition here.
+    bool drained = co_await drain_out(s);
+    if (!drained) co_return;
+    if (s.closed || dead_ || s.end_of_request || s.refused) co_return;
+    s.refused = true;  // the rest of the request is not wanted
+    if (s.response_ended) {
+        nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id, NGHTTP2_NO_ERROR);
+        wake_writer_.notify();
+    } else {
+        s.reset_after_response = true;  // on_frame_send, once the last frame is out
+    }
+}
+
+net::awaitable<void> connection::answer_stream(stream& s) {
     auto rt = w_.rt;  // a stream runs on the runtime in force when it starts
     request_scope scope(*rt, peer_);
     scope.protocol = request_protocol::http2;

@@ -513,11 +513,43 @@ class Http2(GatewayTest):
         self.assertEqual(self.metric("rategate_http2_enhance_your_calm_total", 1), 1)
         self.assert_still_serving()
 
+    def test_resets_the_client_provokes_count_as_its_own(self):
+        # "MadeYouReset" (CVE-2025-8671): streams the gateway resets for being malformed go
+        # against max_resets_per_second like the client's own RST_STREAMs.
+        self.start(http2={"max_resets_per_second": 10})
+        c = RawH2(self.gw.port)
+        for i in range(30):
+            c.request(1 + 2 * i, base_headers("/api/anything") + [("X-Upper", "1")])
+        frames = c.collect(lambda fs: goaway_of(fs) is not None)
+        self.assertEqual(goaway_of(frames), ENHANCE_YOUR_CALM)
+        c.close()
+        self.assert_still_serving()
+
+    def test_a_gateway_answer_ends_a_request_left_open(self):
+        # A 404 (or 429) to a request whose body never comes: after the whole response,
+        # RST_STREAM NO_ERROR (RFC 9113 8.1). Left half-open, the stream kept the connection
+        # (and a max_connections slot) with no deadline at all.
+        self.start(limits={"idle_timeout": "1s"})
+        c = RawH2(self.gw.port)
+        c.request(1, base_headers("/nothing-here", "POST"), end_stream=False)
+        frames = c.collect(lambda fs: reset_of(fs, 1) is not None, timeout=5)
+        self.assertEqual(status_of(frames, 1), 404)
+        self.assertEqual(reset_of(frames, 1), 0)  # NO_ERROR
+        last_data = max(i for i, f in enumerate(frames) if isinstance(f, DataFrame) and f.stream_id == 1)
+        self.assertIn("END_STREAM", frames[last_data].flags)
+        self.assertLess(last_data, [i for i, f in enumerate(frames) if isinstance(f, RstStreamFrame)][0])
+        c.collect(timeout=4)  # then the connection idles out
+        self.assertTrue(c.closed)
+        c.close()
+
     def test_ping_and_settings_floods(self):
         self.start()
+        padded = [DataFrame(1, b"", flags=["PADDED"]) for _ in range(150)]  # padding alone
+        for f in padded:
+            f.pad_length = 0
         for flood in ([PingFrame(0, opaque_data=b"12345678") for _ in range(150)],
                       [SettingsFrame(0) for _ in range(150)],
-                      [DataFrame(1, b"") for _ in range(150)]):
+                      [DataFrame(1, b"") for _ in range(150)], padded):
             c = RawH2(self.gw.port)
             if isinstance(flood[0], DataFrame):
                 c.request(1, base_headers("/api/anything", "POST"), end_stream=False)
@@ -551,6 +583,19 @@ class Http2(GatewayTest):
         got = c.collect(lambda fs: goaway_of(fs) is not None)
         self.assertEqual(goaway_of(got), ENHANCE_YOUR_CALM)
         self.assertIsNone(status_of(got, 5))
+        c.close()
+
+        # The same block after a malformed field: the stream is refused at once, and its block
+        # is still measured.
+        c = RawH2(self.gw.port)
+        block = c.block(base_headers("/api/anything") + [("X-Upper", "1")] +
+                        [("x-f%d" % i, os.urandom(60).hex()) for i in range(300)])
+        frames = [HeadersFrame(5, block[:8192])]
+        for off in range(8192, len(block), 8192):
+            frames.append(ContinuationFrame(5, block[off:off + 8192]))
+        frames[-1].flags.add("END_HEADERS")
+        c.send(*frames)
+        self.assertEqual(goaway_of(c.collect(lambda fs: goaway_of(fs) is not None)), ENHANCE_YOUR_CALM)
         c.close()
 
         # CONTINUATION flood: a block in 200-byte frames, never ended early.
