@@ -241,8 +241,10 @@ int connection::on_frame_send(nghttp2_session* session, const nghttp2_frame* f, 
     auto* s = c.find(f->hd.stream_id);
     if (!s) return 0;
     s->response_ended = true;
-    // After the response's last frame, never before it (end_unfinished_request).
-    if (s->reset_after_response && !s->closed && !s->end_of_request)
+    // After the response's last frame, never before it (end_unfinished_request); the client
+    // may have ended its request since (a refused stream's end_of_request is not kept).
+    if (s->reset_after_response && !s->closed &&
+        nghttp2_session_get_stream_remote_close(session, s->id) == 0)
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_NO_ERROR);
     return 0;
 }

@@ -46,7 +46,8 @@ struct stream {
     std::int32_t id;
     request_head_builder head;
     bool in_trailers = false;           // a HEADERS block after the request's
-    bool refused = false;               // reset by us (malformed): no coroutine
+    bool refused = false;               // reset by us (malformed: no coroutine), or answered
+                                        // with the rest of its request unwanted
     bool running = false;               // its coroutine runs: it counts as admitted until that ends
     bool response_ended = false;        // our END_STREAM went out
     bool reset_after_response = false;  // RST_STREAM NO_ERROR once our END_STREAM went out
