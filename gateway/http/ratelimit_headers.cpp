@@ -23,10 +23,15 @@ void append_integer(std::string& out, double v) {
 // An sf-string: the name in quotes, with '"' and '\' escaped.
 void append_sf_string(std::string& out, std::string_view s) {
     out += '"';
-    for (char c : s) {
-        if (c == '"' || c == '\\') out += '\\';
-        out += c;
-    }
+    // Runs without a character to escape go in one append (a name rarely has any).
+    std::size_t run = 0;
+    for (std::size_t i = 0; i < s.size(); ++i)
+        if (s[i] == '"' || s[i] == '\\') {
+            out.append(s.substr(run, i - run));
+            out += '\\';
+            run = i;  // the escaped character starts the next run
+        }
+    out.append(s.substr(run));
     out += '"';
 }
 

@@ -23,6 +23,7 @@
 #include "gateway/http2/client.hpp"
 #include "gateway/http2/flood_guard.hpp"
 #include "gateway/http2/request_head.hpp"
+#include "gateway/identity/client_ip.hpp"
 #include "gateway/proxy/admission.hpp"
 #include "gateway/runtime/deadline.hpp"
 #include "gateway/runtime/worker.hpp"
@@ -82,6 +83,7 @@ class connection {
         : w_(w),
           client_(client),
           peer_(peer),
+          peer_ip_(identity::canonical_ip(peer).value_or(std::string())),
           rt_(w.rt),
           guard_(rt_->cfg->http2.max_resets_per_second),
           ex_(client.get_executor()),
@@ -199,6 +201,7 @@ class connection {
     worker& w_;
     timed_socket& client_;
     const std::string& peer_;
+    const std::string peer_ip_;  ///< the peer as a client IP, once per connection
     std::shared_ptr<runtime> rt_;  // the connection's: new streams take w_.rt
     flood_guard guard_;
     net::any_io_executor ex_;

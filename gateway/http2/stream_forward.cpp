@@ -129,7 +129,7 @@ net::awaitable<void> connection::answer_stream(stream& s) {
         default:
             break;
     }
-    const admission_input in{.peer = peer_,
+    const admission_input in{.peer_ip = peer_ip_,
                              .tls = client_.tls != nullptr,
                              .protocol = wire_protocol::http2,
                              .head = head};

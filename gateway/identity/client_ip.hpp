@@ -56,6 +56,11 @@ struct settings {
 
     /// The settings of `identity` (`client_ip_header`, `trusted_proxies`, `trusted_hops`).
     static settings from(const config::identity_config& identity);
+
+    /// Whether any hop can be trusted: without one, the client is always the peer.
+    bool trusts_any() const {
+        return trusted_hops > 0 || (trusted_proxies && !trusted_proxies->empty());
+    }
 };
 
 /// The client address of a request, in canonical text (see canonical_ip), or "" when even the

@@ -6,7 +6,8 @@ namespace rategate::gateway::limiting {
 
 request_identity assemble_identity(const config::config& cfg, const identity::settings& client_ip,
                                    const limiters::policy& policy, std::size_t route_index,
-                                   const boost::beast::http::fields& fields, std::string_view peer,
+                                   const boost::beast::http::fields& fields,
+                                   std::string_view peer_ip,
                                    const std::optional<std::string>& jwt_user) {
     request_identity who;
     // One walk over the field lines (in the order received) for the user header and the
@@ -31,7 +32,12 @@ request_identity assemble_identity(const config::config& cfg, const identity::se
         }
     }
     if (cfg.identity.jwt && jwt_user) who.user = *jwt_user;
-    who.ip = identity::resolve_client_ip(peer, forwarding, client_ip);
+    // With no forwarding line, or no hop trusted to vouch for one, the client is the peer,
+    // canonical already: no parse per request.
+    if (forwarding.empty() || !client_ip.trusts_any())
+        who.ip = peer_ip;
+    else
+        who.ip = identity::resolve_client_ip(peer_ip, forwarding, client_ip);
     if (user_repeated)
         for (const auto* l : policy.chain(route_index))
             if (l->limiter->scope == config::scope_kind::user) who.repeated = user_header;

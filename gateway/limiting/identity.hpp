@@ -32,16 +32,17 @@ struct request_identity {
     limiters::identity view() const { return {user, ip, headers}; }
 };
 
-/// The identity of a request to route `route_index` with header fields `fields` from TCP peer
-/// `peer` (canonical text). With `identity.user.jwt` the user is `jwt_user` (the verified
-/// token's claim) and the user header is not read; otherwise the user header's first field
-/// line, when not empty. Header scopes take their field's first line (empty counts); a user
-/// header (where a layer of the route has scope user) or header scope on several lines is
-/// named in `repeated`.
-/// `client_ip` is identity::settings::from(cfg.identity), made once per config.
+/// The identity of a request to route `route_index` with header fields `fields` from the TCP
+/// peer `peer_ip` (as a client IP: identity::canonical_ip of the peer, "" when it is none). With
+/// `identity.user.jwt` the user is `jwt_user` (the verified token's claim) and the user header is
+/// not read; otherwise the user header's first field line, when not empty. Header scopes take their
+/// field's first line (empty counts); a user header (where a layer of the route has scope user) or
+/// header scope on several lines is named in `repeated`. `client_ip` is
+/// identity::settings::from(cfg.identity), made once per config.
 request_identity assemble_identity(const config::config& cfg, const identity::settings& client_ip,
                                    const limiters::policy& policy, std::size_t route_index,
-                                   const boost::beast::http::fields& fields, std::string_view peer,
+                                   const boost::beast::http::fields& fields,
+                                   std::string_view peer_ip,
                                    const std::optional<std::string>& jwt_user);
 
 }  // namespace rategate::gateway::limiting

@@ -121,7 +121,7 @@ net::awaitable<void> check_limits(runtime& rt, http::request_header<>& req,
     const auto* route = a.route;
     auto route_index = rt.route_index(*route);
     auto who = limiting::assemble_identity(*rt.cfg, rt.client_ip, *rt.policy, route_index, req,
-                                           in.peer, a.jwt_user);
+                                           in.peer_ip, a.jwt_user);
     if (!who.repeated.empty()) {
         scope.rec.limit_outcome = "invalid_identity";
         auto res = make_error_response(400, "invalid_identity",

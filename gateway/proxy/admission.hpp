@@ -31,7 +31,9 @@ enum class wire_protocol { http1, http2 };
 
 /// What admit() needs to know about where the request came from.
 struct admission_input {
-    std::string_view peer;  ///< TCP peer, canonical text
+    /// The TCP peer as a client IP (identity::canonical_ip; "" when it is none), made once per
+    /// connection.
+    std::string_view peer_ip;
     bool tls = false;       ///< arrived over HTTPS (routes match port 443, else 80)
     wire_protocol protocol = wire_protocol::http1;
     /// The connection could carry another request after a refusal (HTTP/1.1: the body was

@@ -10,6 +10,7 @@
 
 #include "gateway/http/header_scan.hpp"
 #include "gateway/http/request_normaliser.hpp"
+#include "gateway/identity/client_ip.hpp"
 #include "gateway/http2/connection.hpp"
 #include "gateway/proxy/admission.hpp"
 #include "gateway/proxy/forward.hpp"
@@ -126,6 +127,7 @@ struct session_guard {
 
 net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     const std::string peer = peer_address(socket);
+    const std::string peer_ip = identity::canonical_ip(peer).value_or(std::string());
     session_guard guard{w};
     // A new connection is idle (a stop closes it) until its first request begins.
     co_await idle_cancellation();
@@ -228,7 +230,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
             break;
         }
         const bool keep_alive_asked = facts.keep_alive(req.version());
-        const admission_input in{.peer = peer,
+        const admission_input in{.peer_ip = peer_ip,
                                  .tls = client.tls != nullptr,
                                  .protocol = wire_protocol::http1,
                                  .can_keep_alive = parser.is_done() && keep_alive_asked,

@@ -31,11 +31,14 @@ void append_command(std::string& out, const std::vector<std::string_view>& args)
         argv.push_back(a.data());
         lens.push_back(a.size());
     }
-    char* cmd = nullptr;
-    int n = redisFormatCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
+    // The sds formatter writes lengths with hiredis's own integer formatting; the plain one calls
+    // sprintf for every argument (about 700 instructions each; a batched call has one per key).
+    sds cmd = nullptr;
+    int n =
+        redisFormatSdsCommandArgv(&cmd, static_cast<int>(argv.size()), argv.data(), lens.data());
     if (n < 0) throw std::bad_alloc();
     out.append(cmd, static_cast<std::size_t>(n));
-    redisFreeCommand(cmd);
+    redisFreeSdsCommand(cmd);
 }
 
 std::string encode_command(const std::vector<std::string_view>& args) {

@@ -49,7 +49,8 @@ gateway::limiting::request_identity identify(const config::config& cfg, const li
                                              std::string_view peer,
                                              const std::optional<std::string>& jwt_user) {
     return gateway::limiting::assemble_identity(
-        cfg, gateway::identity::settings::from(cfg.identity), pol, route, f, peer, jwt_user);
+        cfg, gateway::identity::settings::from(cfg.identity), pol, route, f,
+        gateway::identity::canonical_ip(peer).value_or(std::string()), jwt_user);
 }
 
 }  // namespace

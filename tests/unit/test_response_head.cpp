@@ -296,3 +296,26 @@ TEST_CASE("the eight-byte scans find the byte the one-byte rules would, at every
         }
     }
 }
+
+TEST_CASE("rate-limit field values: sf-string names escaped, integers cut and floored at 0") {
+    struct row {
+        rate_headers h;
+        rate_field f;
+        std::string_view want;
+    };
+    const row rows[] = {
+        {{"per-user", 100, 60, 7, 30}, rate_field::policy, R"("per-user";q=100;w=60)"},
+        {{"per-user", 100, 60, 7, 30}, rate_field::ratelimit, R"("per-user";r=7;t=30)"},
+        {{R"(a"b\c)", 5, 0.5, -1, 2}, rate_field::policy, R"("a\"b\\c";q=5;w=1)"},
+        {{R"(\)", 5, 1.5, 2.9, 0}, rate_field::ratelimit, R"("\\";r=2;t=0)"},
+        {{R"("")", 5, 1, 0, 0}, rate_field::ratelimit, R"("\"\"";r=0;t=0)"},
+        {{"x", 12.7, 1, -3, 4}, rate_field::limit, "12"},
+        {{"x", 12, 1, -3, 4}, rate_field::remaining, "0"},
+        {{"x", 12, 1, 3, 4}, rate_field::reset, "4"},
+    };
+    for (const auto& r : rows) {
+        std::string out = "prefix:";
+        append_rate_value(out, r.f, r.h);
+        CHECK(out == "prefix:" + std::string(r.want));
+    }
+}
