@@ -201,7 +201,7 @@ class connection {
     worker& w_;
     timed_socket& client_;
     const std::string& peer_;
-    const std::string peer_ip_;  ///< the peer as a client IP, once per connection
+    const std::string peer_ip_;    ///< the peer as a client IP, once per connection
     std::shared_ptr<runtime> rt_;  // the connection's: new streams take w_.rt
     flood_guard guard_;
     net::any_io_executor ex_;

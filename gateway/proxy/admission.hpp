@@ -34,7 +34,7 @@ struct admission_input {
     /// The TCP peer as a client IP (identity::canonical_ip; "" when it is none), made once per
     /// connection.
     std::string_view peer_ip;
-    bool tls = false;       ///< arrived over HTTPS (routes match port 443, else 80)
+    bool tls = false;  ///< arrived over HTTPS (routes match port 443, else 80)
     wire_protocol protocol = wire_protocol::http1;
     /// The connection could carry another request after a refusal (HTTP/1.1: the body was
     /// fully read and the client asked for keep-alive). Read again after the limiter's wait.

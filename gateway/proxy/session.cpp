@@ -10,8 +10,8 @@
 
 #include "gateway/http/header_scan.hpp"
 #include "gateway/http/request_normaliser.hpp"
-#include "gateway/identity/client_ip.hpp"
 #include "gateway/http2/connection.hpp"
+#include "gateway/identity/client_ip.hpp"
 #include "gateway/proxy/admission.hpp"
 #include "gateway/proxy/forward.hpp"
 #include "gateway/proxy/relay.hpp"
