@@ -14,10 +14,11 @@ bool is_lower_tchar(char c) {
     return h1::is_tchar(c) && !(c >= 'A' && c <= 'Z');
 }
 
-// RFC 9113 §8.2.1: no NUL, CR or LF, and no leading or trailing space or tab.
+// RFC 9113 §8.2.1: no NUL, CR or LF, and no leading or trailing space or tab. Nor any other
+// control or DEL (RFC 9110 §5.5), which the HTTP/1.1 reader refuses too (h1::find_non_value):
+// a request must not reach an HTTP/1.1 upstream with bytes its own client could not send.
 bool is_valid_value(std::string_view v) {
-    for (unsigned char c : v)
-        if (c == 0 || c == '\r' || c == '\n') return false;
+    if (h1::find_non_value(v, 0) != v.size()) return false;
     if (!v.empty() &&
         (v.front() == ' ' || v.front() == '\t' || v.back() == ' ' || v.back() == '\t'))
         return false;

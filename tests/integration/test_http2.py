@@ -459,10 +459,14 @@ class Http2(GatewayTest):
         c.request(19, [(":method", "GET"), (":scheme", "http"), (":path", "/api/anything")])
         # and a good one after all that, on the same connection
         c.request(21, base_headers("/api/anything"))
-        frames = c.collect(lambda fs: all(reset_of(fs, s) or status_of(fs, s) for s in list(cases) + [15, 17, 19])
+        # controls an HTTP/1.1 client could not send either (RFC 9110 5.5), in the user id
+        c.request(23, base_headers("/api/anything") + [("x-user-id", "\x1b[2Jalice")])
+        c.request(25, base_headers("/api/anything") + [("x-a", "a\x01b\x7f")])
+        frames = c.collect(lambda fs: all(reset_of(fs, s) or status_of(fs, s)
+                                          for s in list(cases) + [15, 17, 19, 23, 25])
                            and any(isinstance(f, DataFrame) and f.stream_id == 21 and "END_STREAM" in f.flags
                                    for f in fs))
-        for sid in list(cases) + [15, 17]:
+        for sid in list(cases) + [15, 17, 23, 25]:
             self.assertEqual(reset_of(frames, sid), PROTOCOL_ERROR, "stream %d" % sid)
             self.assertIsNone(status_of(frames, sid), "stream %d" % sid)
         self.assertEqual(status_of(frames, 19), 400)

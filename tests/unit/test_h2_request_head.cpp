@@ -70,6 +70,10 @@ TEST_CASE("h2 request head: malformed requests are PROTOCOL_ERROR") {
         {"host differs", with(base, {"host", "other.test"})},
         {"bad content-length", with(base, {"content-length", "1x"})},
         {"value with LF", with(base, {"x-a", "a\nb"})},
+        {"value with NUL", with(base, {"x-a", std::string("a\0b", 3)})},
+        {"value with 0x01", with(base, {"x-a", "a\x01b"})},
+        {"value with DEL", with(base, {"x-a", "a\x7f"})},
+        {"value with ESC", with(base, {"x-user-id", "\x1b[2Jalice"})},
         {"value with leading space", with(base, {"x-a", " a"})},
         {"relative path",
          {{":method", "GET"}, {":scheme", "http"}, {":authority", "a"}, {":path", "x"}}},
@@ -83,6 +87,8 @@ TEST_CASE("h2 request head: malformed requests are PROTOCOL_ERROR") {
     CHECK(build(with(base, {"te", "trailers"}), ok) == s::ok);
     request_head_builder same(16384);
     CHECK(build(with(base, {"host", "api.test"}), same) == s::ok);
+    request_head_builder tab(16384);  // HTAB and obs-text are field content
+    CHECK(build(with(base, {"x-a", "a\tb \xe9"}), tab) == s::ok);
 }
 
 TEST_CASE("h2 request head: no authority is a 400, a big block a 431, a huge one a flood") {
@@ -116,4 +122,5 @@ TEST_CASE("h2 request head: trailer fields") {
     CHECK(check_trailer_field(":status", "200") != nullptr);
     CHECK(check_trailer_field("Grpc-Status", "0") != nullptr);
     CHECK(check_trailer_field("connection", "close") != nullptr);
+    CHECK(check_trailer_field("grpc-message", "a\x01b") != nullptr);
 }
