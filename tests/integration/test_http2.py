@@ -666,6 +666,10 @@ class Http2(GatewayTest):
         c = RawH2(self.gw.port)
         c.request(1, base_headers("/api/anything"))
         self.assertEqual(status_of(c.collect(lambda fs: status_of(fs, 1)), 1), 200)
+        # A PING answered: the gateway has read everything sent before it (the SETTINGS acks).
+        # A frame it reads after the reload gets the GOAWAY; stream 3 must be that frame.
+        c.send(PingFrame(0, opaque_data=b"beforeHU"))
+        c.collect(lambda fs: any(isinstance(f, PingFrame) and "ACK" in f.flags for f in fs))
         self.gw.proc.send_signal(signal.SIGHUP)
         time.sleep(1)
         c.request(3, base_headers("/api/anything"))
