@@ -153,10 +153,13 @@ class replayer {
         auto o = co_await pipe_.check(index, who, req.cost.value_or(static_cast<double>(rc.cost)));
         if (o.redis_error)
             throw std::runtime_error("Redis call failed: " + o.redis_error.message());
-        record(rc, o);
+        // The chain as decided (skipped layers left out), whose positions the decision names.
+        pol_.keys_for(index, who, keys_);
+        record(rc, o, keys_.layers);
     }
 
-    void record(const config::route_config& rc, const outcome& o) {
+    void record(const config::route_config& rc, const outcome& o,
+                const std::vector<const limiters::policy::layer*>& layers) {
         auto& rcount = by_route_[rc.name];
         ++rcount.requests;
         ++total_.requests;
@@ -179,14 +182,14 @@ class replayer {
         const auto& d = o.decision;
         if (o.cached) ++cache_hits_;
         bool has_delay = false;
-        for (const auto* l : o.layers)
+        for (const auto* l : layers)
             has_delay = has_delay || l->spec.delay_us > 0;
         (d.allowed ? rcount.allowed : rcount.limited)++;
         (d.allowed ? total_.allowed : total_.limited)++;
         if (d.allowed && d.wait_us > 0) ++rcount.delayed, ++total_.delayed;
         buffer_ += d.allowed ? ",\"allowed\":true,\"limiter\":" : ",\"allowed\":false,\"limiter\":";
         if (d.decider >= 0) {
-            const auto& name = o.layers[static_cast<std::size_t>(d.decider)]->limiter->name;
+            const auto& name = layers[static_cast<std::size_t>(d.decider)]->limiter->name;
             append_string(buffer_, name);
             ++by_limiter_[name].limited;
         } else {
@@ -203,12 +206,12 @@ class replayer {
         if (d.shadow_mask) {
             buffer_ += ",\"shadow_limited\":[";
             bool first = true;
-            for (std::size_t l = 0; l < o.layers.size(); ++l) {
+            for (std::size_t l = 0; l < layers.size(); ++l) {
                 if (!(d.shadow_mask & (1u << l))) continue;
                 if (!first) buffer_ += ',';
                 first = false;
-                append_string(buffer_, o.layers[l]->limiter->name);
-                ++by_limiter_[o.layers[l]->limiter->name].shadow_limited;
+                append_string(buffer_, layers[l]->limiter->name);
+                ++by_limiter_[layers[l]->limiter->name].shadow_limited;
             }
             buffer_ += ']';
         }
@@ -224,6 +227,7 @@ class replayer {
     gateway::route_table routes_;
     trace_reader reader_;
     std::vector<limiters::header_value> headers_;
+    limiters::policy::request_keys keys_;  ///< the decided chain of the line being recorded
     std::string buffer_;
     std::map<std::string, counts> by_route_;
     std::map<std::string, limiter_counts> by_limiter_;

@@ -76,15 +76,16 @@ http::response<http::string_body> refusal_response(const outcome& o,
     return res;
 }
 
-void count(const outcome& o, loop_metrics& m) {
+void count(const outcome& o, std::span<const limiters::policy::layer* const> layers,
+           loop_metrics& m) {
     using lo = limiter_outcome;
     auto add = [&](const limiters::policy::layer* l, lo x) {
         m.limiter_decisions[l->index][static_cast<std::size_t>(x)].add();
     };
     if (o.what == verdict::denied) return add(o.decider, lo::denied);
     if (o.what == verdict::invalid_identity) return;  // no layer decided anything
-    for (std::size_t i = 0; i < o.layers.size(); ++i) {
-        const auto* l = o.layers[i];
+    for (std::size_t i = 0; i < layers.size(); ++i) {
+        const auto* l = layers[i];
         if (o.what == verdict::error)
             add(l, lo::error);
         else if (l->spec.shadow)

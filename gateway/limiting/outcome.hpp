@@ -7,6 +7,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -45,8 +46,6 @@ struct outcome {
     std::error_code redis_error;  ///< Redis failed; the route's on_redis_error applied
     bool used_local = false;      ///< decided by the in-process twin (on_redis_error "local")
     bool cached = false;          ///< answered by the over-limit cache
-    std::vector<const limiters::policy::layer*> layers;  ///< the chain as decided (skipped
-                                                         ///< layers left out)
 };
 
 /// The rate-limit headers of the outcome's most restrictive layer, if any.
@@ -63,9 +62,11 @@ boost::beast::http::response<boost::beast::http::string_body> refusal_response(
     const outcome& o, const config::route_config& route, bool keep_alive, unsigned version,
     bool head);
 
-/// Counts the outcome in `rategate_limiter_decisions_total`, per layer of the chain: shadow
-/// layers as allowed or shadow_limited, the rejecting layer as limited, the denying layer as
-/// denied, every layer as error when Redis failed and no twin decided (one writer: the loop).
-void count(const outcome& o, loop_metrics& m);
+/// Counts the outcome in `rategate_limiter_decisions_total`, per layer of `layers` (the chain
+/// as decided, skipped layers left out; positions as in the decision): shadow layers as allowed
+/// or shadow_limited, the rejecting layer as limited, the denying layer as denied, every layer
+/// as error when Redis failed and no twin decided (one writer: the loop).
+void count(const outcome& o, std::span<const limiters::policy::layer* const> layers,
+           loop_metrics& m);
 
 }  // namespace rategate::gateway::limiting

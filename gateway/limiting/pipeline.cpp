@@ -307,7 +307,7 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
                        : d.shadow_mask ? verdict::shadow_limited
                                        : verdict::allowed;
         }
-        count(out, metrics_);
+        count(out, keys.layers, metrics_);
         return std::move(out);
     };
     if (keys.denied_by) {
@@ -319,26 +319,26 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
         co_return finish();
     }
     if (keys.refs.empty()) co_return finish();
-    out.layers = keys.layers;  // the chain as decided, kept in the outcome (keys keep theirs)
+    const auto& layers = keys.layers;  // the chain as decided (skipped layers left out)
     if (opts_.costs_beyond_routes) cost_ceiling_ = std::max(cost_ceiling_, cost);
 
     // Shaping: requests held for a delayed layer are bounded per key and event loop.
     double max_delay = 0;
-    for (const auto* l : out.layers)
+    for (const auto* l : layers)
         max_delay = std::max(max_delay, l->spec.shadow ? 0 : l->spec.delay_us);
     bool holds = max_delay > 0 && opts_.delays == shaping::wait;
     std::vector<std::string> held;
     if (holds) {
-        for (std::size_t i = 0; i < out.layers.size(); ++i)
-            if (out.layers[i]->spec.delay_us > 0) {
+        for (std::size_t i = 0; i < layers.size(); ++i)
+            if (layers[i]->spec.delay_us > 0) {
                 // find(), not operator[]: a lookup must not leave an entry behind when a later
                 // delay layer of the chain refuses the request.
                 auto held_now = waiting_.find(keys.refs[i].key);
                 if (held_now != waiting_.end() && held_now->second >= max_waiting_per_key) {
-                    refuse(verdict::limited, out.layers[i]);
-                    out.header = out.layers[i];
+                    refuse(verdict::limited, layers[i]);
+                    out.header = layers[i];
                     out.decision.allowed = false;
-                    out.decision.retry_us = out.layers[i]->spec.delay_us;
+                    out.decision.retry_us = layers[i]->spec.delay_us;
                     co_return finish();
                 }
                 held.push_back(keys.refs[i].key);
@@ -349,13 +349,13 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
     // The exact over-limit cache (limiters/local/over_limit_cache.hpp): a rejection it can
     // prove is answered here, the way Redis would answer it, while Redis is reachable.
     bool cacheable = shared_ && cache_.capacity() > 0 && max_delay == 0 &&
-                     limiters::over_limit_cache::eligible(out.layers);
+                     limiters::over_limit_cache::eligible(layers);
     // A leased layer's refusal learned from Redis holds while this loop's lease is empty (the
     // request then needs its whole cost from Redis); a lease with permits decides first.
     bool lease_serves = false;
-    for (std::size_t i = 0; i < out.layers.size(); ++i)
-        if (out.layers[i]->limiter->lease > 0 &&
-            leases_.unspent(lease_slot(route_index, *out.layers[i], keys.refs[i].key),
+    for (std::size_t i = 0; i < layers.size(); ++i)
+        if (layers[i]->limiter->lease > 0 &&
+            leases_.unspent(lease_slot(route_index, *layers[i], keys.refs[i].key),
                             clock_.now_us()) > 0)
             lease_serves = true;
     if (cacheable && !lease_serves && redis_ready()) {
@@ -366,9 +366,9 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
             cache_epoch_ = epoch;
         }
         double now = clock_.now_us();
-        if (auto hit = cache_.lookup(out.layers, keys.refs, now, cost, cost_ceiling_)) {
+        if (auto hit = cache_.lookup(layers, keys.refs, now, cost, cost_ceiling_)) {
             auto at = static_cast<std::size_t>(hit->decider);
-            refuse(verdict::limited, out.layers[at]);
+            refuse(verdict::limited, layers[at]);
             out.decision = *hit;
             out.header = out.decider;
             out.cached = true;
@@ -379,7 +379,7 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
 
     bool leased = false;
     if (shared_ && shared_->leases())
-        for (const auto* l : out.layers)
+        for (const auto* l : layers)
             leased = leased || l->limiter->lease > 0;
     double waited = 0;
     for (;;) {
@@ -390,13 +390,13 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
                                     !redis_ready()))) {
             limiters::backend::answer a;
             if (leased)
-                a = co_await decide_shared(route_index, out.layers, keys.refs, cost, cacheable);
+                a = co_await decide_shared(route_index, layers, keys.refs, cost, cacheable);
             else
                 a = co_await shared_->decide(keys.refs, cost, clock_, cacheable);
             if (!a.ec) {
                 d = a.decision;
                 decided = true;
-                if (cacheable) cache_.learn(out.layers, keys.refs, d, a.state, a.clock_offset_us);
+                if (cacheable) cache_.learn(layers, keys.refs, d, a.state, a.clock_offset_us);
             } else {
                 out.redis_error = a.ec;
                 if (route.on_redis_error == config::redis_error_policy::allow) {
@@ -419,7 +419,7 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
         }
         out.decision = d;
         out.header =
-            d.header_layer >= 0 ? out.layers[static_cast<std::size_t>(d.header_layer)] : nullptr;
+            d.header_layer >= 0 ? layers[static_cast<std::size_t>(d.header_layer)] : nullptr;
         if (d.allowed) {
             if (d.wait_us > 0 && opts_.delays == shaping::wait) co_await sleep_us(d.wait_us);
             co_return finish();
@@ -430,7 +430,7 @@ net::awaitable<outcome> pipeline::check(std::size_t route_index, const limiters:
             co_await sleep_us(d.wait_us + 1);
             continue;
         }
-        refuse(verdict::limited, out.layers[static_cast<std::size_t>(d.decider)]);
+        refuse(verdict::limited, layers[static_cast<std::size_t>(d.decider)]);
         top_.add(keys.refs[static_cast<std::size_t>(d.decider)].key,
                  static_cast<std::int64_t>(clock_.now_us() / 1000));
         co_return finish();

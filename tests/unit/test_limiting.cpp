@@ -134,7 +134,6 @@ TEST_CASE("outcome: one word per verdict, the refusal response, the logged limit
     gateway::limiting::outcome o;
     o.forward = false;
     o.decider = o.header = layer;
-    o.layers = {layer};
 
     o.what = verdict::limited;
     o.decision.allowed = false;
