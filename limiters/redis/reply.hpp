@@ -30,7 +30,7 @@ struct reply {
     bool is_unavailable_error() const;
 };
 
-/// Encodes a command as a RESP array of bulk strings (hiredis `redisFormatCommandArgv`).
+/// Encodes a command as a RESP array of bulk strings (hiredis `redisFormatSdsCommandArgv`).
 std::string encode_command(const std::vector<std::string_view>& args);
 
 /// encode_command for a fixed argument list: command("SET", key, value). (g++ 12 rejects a
