@@ -139,6 +139,10 @@ head_parse parse_response_head(std::string_view data, std::size_t max_bytes, res
         if (data[i] == '\r') {
             if (i + 1 >= n) return incomplete();
             if (data[i + 1] != '\n') return fail("bare CR in header");
+            // RFC 9112 §6.3: Transfer-Encoding overrides Content-Length, and a message with both
+            // "ought to be handled as an error" (a response splitting primitive otherwise).
+            if (out.transfer_encoding && out.content_length)
+                return fail("Content-Length with Transfer-Encoding");
             out.length = i + 2;
             result.status = head_parse::state::complete;
             return result;

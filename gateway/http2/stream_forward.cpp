@@ -235,7 +235,19 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
     auto& res = rp->get();
     const unsigned status = res.result_int();
     scope.rec.status = status;
-    const bool upstream_keep_alive = res.keep_alive();
+    const bool has_te = res.count(http::field::transfer_encoding) > 0;
+    if (has_te && res.count(http::field::content_length) > 0) {
+        // RFC 9112 §6.3: both is an error (gateway/http/response_head.cpp refuses it too).
+        fail(502, "upstream_error",
+             "upstream \"" + route.upstream + "\" failed: Content-Length with Transfer-Encoding");
+        co_return;
+    }
+    // Back to the pool only when the head gave this response's end (as forward.cpp): not after
+    // a body that ends at close (the parser's keep_alive), not after a HEAD, 204 or 304 answer
+    // whose head announced a body a sloppy upstream may still send.
+    const bool announced_body = has_te || rp->content_length().value_or(0) > 0;
+    const bool upstream_keep_alive =
+        rp->keep_alive() && !((head || status == 204 || status == 304) && announced_body);
     const bool upstream_chunked = res.chunked();
     rewrite_response_headers(res, scope.rec.request_id);
     if (rate) apply_rate_headers(res, route.headers, *rate, /*keep_stricter_backend=*/true);

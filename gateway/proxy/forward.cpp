@@ -171,7 +171,8 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     const bool head_request = req.method() == http::verb::head;
     bool client_keep_alive = facts.keep_alive(client_version);
 
-    const bool expect_continue = facts.expect_continue;
+    // RFC 9110 §10.1.1: an HTTP/1.0 request's 100-continue is ignored (no 1xx to HTTP/1.0).
+    const bool expect_continue = facts.expect_continue && client_version >= 11;
     // Only `Upgrade: websocket` on a websocket route is tunnelled (RFC 6455 §4.1); elsewhere
     // Upgrade is hop-by-hop and removed with the others.
     const bool websocket = route.websocket && facts.upgrade_websocket && facts.connection_upgrade;
@@ -310,7 +311,15 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
                                         "\" switched protocols without a WebSocket upgrade");
         co_return co_await open_tunnel(w, rt, client, client_buffer, *up, res, rw);
     }
-    const bool upstream_keep_alive = res.keep_alive();
+    // The upstream connection goes back to the pool only when this response's end is known
+    // from its head (RFC 9112 §6.3). Not after a body that ends at close; not after a HEAD,
+    // 204 or 304 answer whose head announced a body: a sloppy upstream may send that body
+    // anyway, late, and the pool would hand those bytes to another client as its response.
+    const bool bodiless = head_request || res.status == 204 || res.status == 304;
+    const bool announced_body =
+        res.transfer_encoding || (res.content_length && *res.content_length > 0);
+    const bool upstream_keep_alive =
+        res.keep_alive() && (bodiless ? !announced_body : res.sized() || res.chunked);
     // RFC 9112 §6: HTTP/1.0 never gets Transfer-Encoding; HEAD, 204 and 304 never get a body.
     const auto framing = h1::frame_response({client_version, client_keep_alive, head_request,
                                              res.status, res.sized(), res.transfer_encoding});

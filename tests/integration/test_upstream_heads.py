@@ -33,6 +33,20 @@ SCRIPTS = {
     "/nul": (b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\nok", False),
     "/status": (b"HTTP/1.1 2x0 OK\r\nContent-Length: 2\r\n\r\nok", False),
     "/huge": (b"HTTP/1.1 200 OK\r\n" + b"X-Filler: " + b"f" * 9000 + b"\r\nContent-Length: 2\r\n\r\nok", False),
+    "/te-cl": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 3\r\n\r\nabcdef", False),
+}
+
+# A sloppy upstream: the head at once, then (50 ms later) bytes the head did not frame: the body
+# of a HEAD answer written anyway, shaped as a response the next request would take for its own.
+POISON = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\npoisoned"
+LATE = {
+    "/head-late": b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(POISON),
+    "/304-late": b"HTTP/1.1 304 Not Modified\r\nContent-Length: %d\r\n\r\n" % len(POISON),
+}
+# A body that ends at close (RFC 9112 §6.3): no Content-Length, no chunked; then the close.
+CLOSE_DELIMITED = {
+    "/eof": b"HTTP/1.1 200 OK\r\n\r\nbody to the close",
+    "/gzip-eof": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nbody to the close",
 }
 
 
@@ -57,6 +71,16 @@ class ScriptedHandler(socketserver.BaseRequestHandler):
                 buf += data
             head, buf = buf.split(b"\r\n\r\n", 1)
             path = head.split(b"\r\n", 1)[0].split(b" ")[1].decode()
+            if path in LATE:
+                self.request.sendall(LATE[path])
+                time.sleep(0.05)
+                self.request.sendall(POISON)
+                continue
+            if path in CLOSE_DELIMITED:
+                self.request.sendall(CLOSE_DELIMITED[path])
+                self.request.shutdown(socket.SHUT_WR)
+                time.sleep(0.05)
+                return
             response, slow = SCRIPTS[path]
             if slow:
                 for i in range(len(response)):
@@ -77,7 +101,8 @@ class UpstreamHeads(GatewayTest):
     def test_malformed_heads_are_502_naming_the_problem_and_the_client_goes_on(self):
         c = Conn(self.gw.port)
         cases = {"/bare-lf": "bare LF", "/two-lengths": "conflicting Content-Length",
-                 "/folded": "obsolete line folding", "/nul": "NUL", "/status": "status code"}
+                 "/folded": "obsolete line folding", "/nul": "NUL", "/status": "status code",
+                 "/te-cl": "Content-Length with Transfer-Encoding"}
         for path, reason in cases.items():
             with self.subTest(path=path):
                 r = c.request("GET", "/api" + path)
@@ -86,6 +111,43 @@ class UpstreamHeads(GatewayTest):
                 self.assertIn(reason, r.json()["message"])
         # The same client connection still carries a good exchange.
         r = c.request("GET", "/api/ok")
+        self.assertEqual((r.status, r.body), (200, b"ok"))
+        c.close()
+
+    def test_an_answer_whose_end_the_head_does_not_give_never_goes_back_to_the_pool(self):
+        # HEAD and 304 answers whose heads announce a body a sloppy upstream then sends: the next
+        # request (another client's) must not read those bytes as its response. Neither may a
+        # request reuse a connection whose body ended at close (a POST is not retried: 502).
+        for path, method in (("/head-late", "HEAD"), ("/304-late", "GET")):
+            with self.subTest(path=path):
+                a, b = Conn(self.gw.port), Conn(self.gw.port)
+                r = a.request(method, "/api" + path, head=True)
+                self.assertIn(r.status, (200, 304))
+                r = b.request("GET", "/api/ok")
+                self.assertEqual((r.status, r.body), (200, b"ok"))
+                a.close(), b.close()
+        for path in CLOSE_DELIMITED:
+            with self.subTest(path=path):
+                a, b = Conn(self.gw.port), Conn(self.gw.port)
+                r = a.request("GET", "/api" + path)
+                self.assertEqual((r.status, r.body), (200, b"body to the close"))
+                r = b.request("POST", "/api/ok", body=b"data")
+                self.assertEqual((r.status, r.body), (200, b"ok"))
+                a.close(), b.close()
+
+    def test_http10_expect_100_continue_gets_no_1xx(self):
+        # RFC 9110 §10.1.1 and §15.2: the expectation is ignored, no 1xx goes to HTTP/1.0.
+        c = Conn(self.gw.port)
+        c.send(b"POST /api/ok HTTP/1.0\r\nHost: test.local\r\nContent-Length: 4\r\n"
+               b"Expect: 100-continue\r\n\r\n")
+        c.sock.settimeout(0.5)
+        try:
+            early = c.sock.recv(100)
+        except socket.timeout:
+            early = b""
+        self.assertEqual(early, b"")
+        c.send(b"data")
+        r = c.read_response()
         self.assertEqual((r.status, r.body), (200, b"ok"))
         c.close()
 
