@@ -90,7 +90,10 @@ void over_limit_cache::learn(const std::vector<const policy::layer*>& layers,
     }
     if (!s.present || d.decider < 0 || static_cast<std::size_t>(d.decider) >= layers.size()) return;
     const auto* l = layers[static_cast<std::size_t>(d.decider)];
-    if (!l->limiter->cache || !eligible(layers)) return;
+    // A leased layer's state is not frozen: another loop's or instance's idle give-back adds
+    // its unspent permits back (limiters/lua/give_back/give_back.lua), so its refusal may turn
+    // into an admission with no request of this key admitted.
+    if (!l->limiter->cache || l->limiter->lease > 0 || !eligible(layers)) return;
     const auto& key = refs[static_cast<std::size_t>(d.decider)].key;
     auto found = map_.find(key);
     if (found != map_.end()) {

@@ -23,8 +23,9 @@
 //    longest of its rejecting layers', L's among them). So a client flooding past its own
 //    limit costs Redis nothing, whatever the shared layers.
 // Not cached: chains with a shadow layer (it would be counted) or a delay layer (it waits
-// instead of rejecting), limiters with "cache": false, and logs with more than 64 entries in
-// their longest window. Time is the limiter clock: the gateway's, or Redis TIME estimated from
+// instead of rejecting), limiters with "cache": false, refusals by a leased layer (`sync`: an
+// idle give-back puts permits back, so its state is not frozen), and logs with more than 64 entries
+// in their longest window. Time is the limiter clock: the gateway's, or Redis TIME estimated from
 // the reply the state came with (the script's clock minus the local clock at the reply), so a
 // cached answer is the one Redis gives at a Redis time the request's round trip could have
 // spanned. All instances must run the same routes' costs (one config).

@@ -159,6 +159,8 @@ TEST_CASE("over-limit cache: chains it must not answer") {
         "user": { "scope": "user", "algorithm": "fixed_window", "rules": [{ "limit": 1, "window": "10s" }] },
         "off": { "scope": "user", "algorithm": "fixed_window", "cache": false,
                  "rules": [{ "limit": 1, "window": "10s" }] },
+        "leased": { "scope": "global", "algorithm": "token_bucket", "sync": { "lease": 5 },
+                    "rules": [{ "rate": 1, "period": "60s", "burst": 5 }] },
         "shadow": { "scope": "ip", "algorithm": "fixed_window", "mode": "shadow",
                     "rules": [{ "limit": 1, "window": "1s" }] },
         "paced": { "scope": "ip", "algorithm": "token_bucket", "delay": "100ms",
@@ -170,6 +172,7 @@ TEST_CASE("over-limit cache: chains it must not answer") {
         { "name": "shadowed", "match": { "path": "/s" }, "upstream": "u", "limiters": ["user", "shadow"] },
         { "name": "paced", "match": { "path": "/p" }, "upstream": "u", "limiters": ["user", "paced"] },
         { "name": "off", "match": { "path": "/o" }, "upstream": "u", "limiters": ["off"] },
+        { "name": "leased", "match": { "path": "/l" }, "upstream": "u", "limiters": ["leased"] },
         { "name": "outwaited", "match": { "path": "/w" }, "upstream": "u", "limiters": ["long-ip", "user"] },
         { "name": "quota", "match": { "path": "/q" }, "upstream": "u", "limiters": ["long", "user"] },
         { "name": "plain", "match": { "path": "/x" }, "upstream": "u", "limiters": ["user"] }
@@ -206,6 +209,12 @@ TEST_CASE("over-limit cache: chains it must not answer") {
     CHECK(learn("off").allowed);
     CHECK_FALSE(learn("off").allowed);
     CHECK(cache.size() == 0);  // "cache": false
+    // A leased layer's refusal: another loop's idle give-back may put permits back, so its
+    // state is not frozen.
+    for (int i = 0; i < 5; ++i)
+        CHECK(learn("leased").allowed);
+    CHECK_FALSE(learn("leased").allowed);
+    CHECK(cache.size() == 0);
     CHECK(learn("plain").allowed);
     CHECK_FALSE(learn("plain").allowed);
     CHECK(cache.size() == 1);
