@@ -14,4 +14,10 @@ double wall_clock::now_us() const {
     return wall_clock_us();
 }
 
+double monotonic_clock::now_us() const {
+    return static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
 }  // namespace rategate::limiters

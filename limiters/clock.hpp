@@ -19,6 +19,16 @@ class wall_clock final : public clock {
     double now_us() const override;
 };
 
+/// The gateway's monotonic clock (steady_clock, whole µs; its epoch is the host's boot, not
+/// Unix). The request path's clock under clock "redis": Redis TIME decides, and the gateway
+/// only measures local time against it (the over-limit cache's and the leases' offsets,
+/// lease expiry, the idle give-back), which a step of the wall clock (NTP, an operator) must
+/// not stretch or shrink.
+class monotonic_clock final : public clock {
+  public:
+    double now_us() const override;
+};
+
 /// A clock that stands where it is set: replay's trace time, tests.
 class manual_clock final : public clock {
   public:

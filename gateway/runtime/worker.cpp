@@ -189,9 +189,16 @@ void worker::install(std::shared_ptr<const config::config> c,
         next->store = limiters::redis::make_backend(ioc.get_executor(), redis, cluster.get(),
                                                     redis_clock, observe);
     }
-    static const limiters::wall_clock wall_clock;  // the request path's limiter clock
+    // The request path's clock: the wall clock decides under clock "gateway"; under clock
+    // "redis" (Redis TIME decides) local time is only measured against Redis's, on the
+    // monotonic clock, so that a step of the wall clock moves no cached refusal or lease.
+    static const limiters::wall_clock wall_clock;
+    static const limiters::monotonic_clock monotonic_clock;
+    const bool redis_decides_time =
+        next->cfg->redis && next->cfg->redis->clock == config::redis_config::clock_source::redis;
     next->limits = std::make_unique<limiting::pipeline>(
-        *next->cfg, *next->policy, local_, *next->metrics, next->store.get(), wall_clock);
+        *next->cfg, *next->policy, local_, *next->metrics, next->store.get(),
+        redis_decides_time ? static_cast<const limiters::clock&>(monotonic_clock) : wall_clock);
     for (const auto& [name, u] : next->cfg->upstreams) {
         std::shared_ptr<upstream_pool> pool;
         if (rt) {
