@@ -18,4 +18,13 @@ response_framing frame_response(const framing_input& in) {
     return out;
 }
 
+bool upstream_reusable(const upstream_response_facts& r) {
+    if (!r.keep_alive) return false;
+    const bool announced_body =
+        r.transfer_encoding || (r.has_content_length && r.content_length > 0);
+    if (r.bodiless) return !announced_body;
+    const bool sized = r.has_content_length && !r.transfer_encoding;
+    return sized || r.chunked;
+}
+
 }  // namespace rategate::gateway::h1

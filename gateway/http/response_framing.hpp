@@ -1,6 +1,9 @@
-// Sans-I/O framing rules for a response to the client, per HTTP version (RFC 9112 §6, §9.3):
-// how the body is delimited and whether the connection stays open. No Asio, no Beast here.
+// Sans-I/O framing rules for a response, per HTTP version (RFC 9112 §6, §9.3): how the body is
+// delimited to the client, whether the client connection stays open, and whether the upstream
+// connection may carry another request. No Asio, no Beast here.
 #pragma once
+
+#include <cstdint>
 
 namespace rategate::gateway::h1 {
 
@@ -34,5 +37,22 @@ struct framing_input {
 /// §6.1). Keep-alive holds only when the client asked for it and the body's end is known
 /// without closing.
 response_framing frame_response(const framing_input& in);
+
+/// What is known of an upstream's response, from its head, when its exchange ends.
+struct upstream_response_facts {
+    bool keep_alive = true;          ///< its version and Connection allow another request
+    bool bodiless = false;           ///< an answer to HEAD, or a 204 or 304: no body follows
+    bool transfer_encoding = false;  ///< it carries Transfer-Encoding
+    bool chunked = false;            ///< its last transfer coding is chunked
+    bool has_content_length = false;
+    std::uint64_t content_length = 0;  ///< when has_content_length (bytes)
+};
+
+/// Whether the upstream connection may go back to the pool (RFC 9112 §6.3): only when the head
+/// gave the response's end. Not after a body that ends at close (neither sized nor chunked);
+/// not after a bodiless answer whose head announced a body (Transfer-Encoding, or a
+/// Content-Length above 0), which a sloppy upstream may send anyway, late, for the pool to
+/// hand to another client as its response.
+bool upstream_reusable(const upstream_response_facts& r);
 
 }  // namespace rategate::gateway::h1

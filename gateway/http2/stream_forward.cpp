@@ -17,6 +17,7 @@
 #include "gateway/http/grpc_timeout.hpp"
 #include "gateway/http/http_head.hpp"
 #include "gateway/http/ratelimit_headers.hpp"
+#include "gateway/http/response_framing.hpp"
 #include "gateway/http/router.hpp"
 #include "gateway/http/text.hpp"
 #include "gateway/http2/connection_detail.hpp"
@@ -242,13 +243,14 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
              "upstream \"" + route.upstream + "\" failed: Content-Length with Transfer-Encoding");
         co_return;
     }
-    // Back to the pool only when the head gave this response's end (as forward.cpp): not after
-    // a body that ends at close (the parser's keep_alive), not after a HEAD, 204 or 304 answer
-    // whose head announced a body a sloppy upstream may still send.
-    const bool announced_body = has_te || rp->content_length().value_or(0) > 0;
-    const bool upstream_keep_alive =
-        rp->keep_alive() && !((head || status == 204 || status == 304) && announced_body);
     const bool upstream_chunked = res.chunked();
+    const bool upstream_keep_alive =
+        h1::upstream_reusable({.keep_alive = res.keep_alive(),
+                               .bodiless = head || status == 204 || status == 304,
+                               .transfer_encoding = has_te,
+                               .chunked = upstream_chunked,
+                               .has_content_length = rp->content_length().has_value(),
+                               .content_length = rp->content_length().value_or(0)});
     rewrite_response_headers(res, scope.rec.request_id);
     if (rate) apply_rate_headers(res, route.headers, *rate, /*keep_stricter_backend=*/true);
     // RFC 9110 §6.4.1: HEAD, 204 and 304 have no body; a chunked one loses its length.

@@ -311,15 +311,13 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
                                         "\" switched protocols without a WebSocket upgrade");
         co_return co_await open_tunnel(w, rt, client, client_buffer, *up, res, rw);
     }
-    // The upstream connection goes back to the pool only when this response's end is known
-    // from its head (RFC 9112 §6.3). Not after a body that ends at close; not after a HEAD,
-    // 204 or 304 answer whose head announced a body: a sloppy upstream may send that body
-    // anyway, late, and the pool would hand those bytes to another client as its response.
-    const bool bodiless = head_request || res.status == 204 || res.status == 304;
-    const bool announced_body =
-        res.transfer_encoding || (res.content_length && *res.content_length > 0);
     const bool upstream_keep_alive =
-        res.keep_alive() && (bodiless ? !announced_body : res.sized() || res.chunked);
+        h1::upstream_reusable({.keep_alive = res.keep_alive(),
+                               .bodiless = head_request || res.status == 204 || res.status == 304,
+                               .transfer_encoding = res.transfer_encoding,
+                               .chunked = res.chunked,
+                               .has_content_length = res.content_length.has_value(),
+                               .content_length = res.content_length.value_or(0)});
     // RFC 9112 §6: HTTP/1.0 never gets Transfer-Encoding; HEAD, 204 and 304 never get a body.
     const auto framing = h1::frame_response({client_version, client_keep_alive, head_request,
                                              res.status, res.sized(), res.transfer_encoding});

@@ -177,6 +177,8 @@ void worker::install(std::shared_ptr<const config::config> c,
     // Counters of the process survive the reload (SPEC §5). Requests still finishing on the old
     // runtime after this point count there and are not carried.
     if (rt) next->metrics->carry_over(*rt->metrics, *rt->cfg, *next->cfg);
+    const bool redis_clock =
+        next->cfg->redis && next->cfg->redis->clock == config::redis_config::clock_source::redis;
     if (next->cfg->redis && (!redis.empty() || cluster)) {
         auto* m = next->metrics.get();  // the runtime owns both: it outlives the backend
         auto observe = [m](std::size_t decisions, double latency_us, bool failed) {
@@ -185,7 +187,6 @@ void worker::install(std::shared_ptr<const config::config> c,
             m->redis_latency.observe_us(latency_us);
             if (failed) m->redis_errors.add();
         };
-        bool redis_clock = next->cfg->redis->clock == config::redis_config::clock_source::redis;
         next->store = limiters::redis::make_backend(ioc.get_executor(), redis, cluster.get(),
                                                     redis_clock, observe);
     }
@@ -194,11 +195,9 @@ void worker::install(std::shared_ptr<const config::config> c,
     // monotonic clock, so that a step of the wall clock moves no cached refusal or lease.
     static const limiters::wall_clock wall_clock;
     static const limiters::monotonic_clock monotonic_clock;
-    const bool redis_decides_time =
-        next->cfg->redis && next->cfg->redis->clock == config::redis_config::clock_source::redis;
     next->limits = std::make_unique<limiting::pipeline>(
         *next->cfg, *next->policy, local_, *next->metrics, next->store.get(),
-        redis_decides_time ? static_cast<const limiters::clock&>(monotonic_clock) : wall_clock);
+        redis_clock ? static_cast<const limiters::clock&>(monotonic_clock) : wall_clock);
     for (const auto& [name, u] : next->cfg->upstreams) {
         std::shared_ptr<upstream_pool> pool;
         if (rt) {

@@ -243,6 +243,35 @@ TEST_CASE("response framing per HTTP version (RFC 9112 §6)") {
     CHECK(frame_response({11, true, false, 304, true, false}).body == body_framing::none);
 }
 
+TEST_CASE("an upstream connection is reused only when the head gave the response's end") {
+    using rategate::gateway::h1::upstream_reusable;
+    struct row {
+        const char* what;
+        rategate::gateway::h1::upstream_response_facts r;
+        bool reusable;
+    };
+    const row rows[] = {
+        {"sized", {.has_content_length = true, .content_length = 5}, true},
+        {"empty sized", {.has_content_length = true}, true},
+        {"chunked", {.transfer_encoding = true, .chunked = true}, true},
+        {"Connection: close", {.keep_alive = false, .has_content_length = true}, false},
+        {"close-delimited", {}, false},
+        {"close-delimited under a coding", {.transfer_encoding = true}, false},
+        {"bodiless, nothing announced", {.bodiless = true}, true},
+        {"bodiless, Content-Length 0", {.bodiless = true, .has_content_length = true}, true},
+        {"bodiless, a length announced",
+         {.bodiless = true, .has_content_length = true, .content_length = 8},
+         false},
+        {"bodiless, chunked announced",
+         {.bodiless = true, .transfer_encoding = true, .chunked = true},
+         false},
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.what);
+        CHECK(upstream_reusable(r.r) == r.reusable);
+    }
+}
+
 TEST_CASE("a connection's Host memo gives what a fresh parse gives, and never hides an error") {
     authority_memo memo;
     auto run = [&](std::string_view host, authority_memo* m) {
