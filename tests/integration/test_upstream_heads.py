@@ -76,6 +76,11 @@ class ScriptedHandler(socketserver.BaseRequestHandler):
                 time.sleep(0.05)
                 self.request.sendall(POISON)
                 continue
+            if path == "/ok-then-close":
+                # Keep-alive announced, then closed while idle (a short keep-alive timeout).
+                self.request.sendall(SCRIPTS["/ok"][0])
+                time.sleep(0.02)
+                return
             if path in CLOSE_DELIMITED:
                 self.request.sendall(CLOSE_DELIMITED[path])
                 self.request.shutdown(socket.SHUT_WR)
@@ -134,6 +139,23 @@ class UpstreamHeads(GatewayTest):
                 r = b.request("POST", "/api/ok", body=b"data")
                 self.assertEqual((r.status, r.body), (200, b"ok"))
                 a.close(), b.close()
+
+    def test_a_pooled_connection_the_upstream_closed_fails_fast(self):
+        # The close reaches the pooled connection while nobody reads it; the request sent on it
+        # right after (within the 500 ms no-probe window) must not wait for an event already
+        # taken: a GET is retried on a fresh connection, a POST answered 502, both at once
+        # (response_timeout is 30 s).
+        c = Conn(self.gw.port)
+        for method, body, want in (("GET", b"", 200), ("POST", b"", 502), ("POST", b"data", 502)):
+            with self.subTest(method=method, body=body):
+                r = c.request("GET", "/api/ok-then-close")
+                self.assertEqual((r.status, r.body), (200, b"ok"))
+                time.sleep(0.1)  # the upstream's close has arrived
+                started = time.monotonic()
+                r = c.request(method, "/api/ok", body=body)
+                self.assertEqual(r.status, want)
+                self.assertLess(time.monotonic() - started, 2.0)
+        c.close()
 
     def test_http10_expect_100_continue_gets_no_1xx(self):
         # RFC 9110 §10.1.1 and §15.2: the expectation is ignored, no 1xx goes to HTTP/1.0.
