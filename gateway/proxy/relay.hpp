@@ -89,10 +89,12 @@ boost::asio::awaitable<boost::system::error_code> write_rest(
 
 /// Streams the body held by parser `p` (its head already parsed) from `in` to `out`, one buffer
 /// of `buf_size` bytes at a time (Beast's relay() shape), after the serialized `head`, which
-/// rides the first write. With `chunked_out` each piece goes out as one chunk and the body ends
-/// with the last chunk (no trailers); otherwise the body is sized or close-delimited and goes
-/// out byte for byte. Each read and write has its timeout (a timed-out side reports
-/// `timed_out`).
+/// rides the first write. A response's head goes alone before any read that has to wait for
+/// the upstream (what `in_buf` holds gave no body bytes): the client sees the status as soon as
+/// the upstream sent it, whenever the body comes (server-sent events, long polls). With
+/// `chunked_out` each piece goes out as one chunk and the body ends with the last chunk (no
+/// trailers); otherwise the body is sized or close-delimited and goes out byte for byte. Each
+/// read and write has its timeout (a timed-out side reports `timed_out`).
 template <bool is_request>
 boost::asio::awaitable<relay_result> relay(
     timed_socket& in, boost::beast::flat_buffer& in_buf,
@@ -101,9 +103,20 @@ boost::asio::awaitable<relay_result> relay(
     std::chrono::milliseconds write_timeout, char* buf, std::size_t buf_size) {
     relay_result r;
     auto& body = p.get().body();
-    bool head_sent = false;
+    bool head_sent = false, buffer_tried = false;
     for (;;) {
         std::size_t produced = 0;
+        if (!is_request && !head_sent && !p.is_done() && (in_buf.size() == 0 || buffer_tried)) {
+            std::array<boost::asio::const_buffer, 1> alone{boost::asio::buffer(head)};
+            boost::system::error_code wec;
+            if (!detail::write_now(out, alone, wec))
+                wec = co_await detail::write_rest(out, alone, write_timeout);
+            if (wec) {
+                r.write = wec;
+                co_return r;
+            }
+            head_sent = true;
+        }
         if (!p.is_done()) {
             body.data = buf;
             body.size = buf_size;
@@ -119,6 +132,7 @@ boost::asio::awaitable<relay_result> relay(
             produced = buf_size - body.size;
             // Nothing to forward yet (e.g. a chunk header): read on rather than emit an empty
             // chunk.
+            buffer_tried = true;
             if (produced == 0 && !p.is_done()) continue;
             r.body_bytes += produced;
         }

@@ -50,6 +50,14 @@ CLOSE_DELIMITED = {
 }
 
 
+# A head at once, then (0.8 s later) the body: an event stream's first event, or a close.
+STREAMED = {
+    "/events": (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"d\r\ndata: hello\n\n\r\n0\r\n\r\n"),
+    "/events-eof": (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n", b"data: hello\n\n"),
+}
+
+
 class ScriptedUpstream(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -75,6 +83,15 @@ class ScriptedHandler(socketserver.BaseRequestHandler):
                 self.request.sendall(LATE[path])
                 time.sleep(0.05)
                 self.request.sendall(POISON)
+                continue
+            if path in STREAMED:
+                # A head at once, its body later (server-sent events, long polls).
+                head, later = STREAMED[path]
+                self.request.sendall(head)
+                time.sleep(0.8)
+                self.request.sendall(later)
+                if not later.endswith(b"0\r\n\r\n"):
+                    return
                 continue
             if path == "/ok-then-close":
                 # Keep-alive announced, then closed while idle (a short keep-alive timeout).
@@ -156,6 +173,23 @@ class UpstreamHeads(GatewayTest):
                 self.assertEqual(r.status, want)
                 self.assertLess(time.monotonic() - started, 2.0)
         c.close()
+
+    def test_a_streamed_response_head_reaches_the_client_before_its_body(self):
+        # The client sees the status line and fields as soon as the upstream sent them, not when
+        # the first body bytes come (an EventSource opens on the head), chunked or to the close.
+        for path in STREAMED:
+            with self.subTest(path=path):
+                c = Conn(self.gw.port)
+                c.send(b"GET /api" + path.encode() + b" HTTP/1.1\r\nHost: t\r\n\r\n")
+                started = time.monotonic()
+                c.sock.settimeout(5)
+                first = c.sock.recv(65536)
+                self.assertTrue(first.startswith(b"HTTP/1.1 200 "), first)
+                self.assertLess(time.monotonic() - started, 0.5)
+                c.buf = first
+                r = c.read_response()
+                self.assertEqual((r.status, r.body), (200, b"data: hello\n\n"))
+                c.close()
 
     def test_http10_expect_100_continue_gets_no_1xx(self):
         # RFC 9110 §10.1.1 and §15.2: the expectation is ignored, no 1xx goes to HTTP/1.0.
