@@ -264,11 +264,17 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
 
     // The body: one buffer at a time, the next read only once nghttp2 took the last (the
     // client's window is the upstream's back-pressure). The head goes out with the first
-    // piece: a small response is one write.
+    // piece (a small response is one write), or alone before a read that waits for the
+    // upstream: the client sees the status when the upstream sent it (server-sent events).
     relay_buffer buffer(w_);
     auto& body = rp->get().body();
-    bool head_sent = false;
+    bool head_sent = false, buffer_tried = false;
     while (!rp->is_done()) {
+        if (!head_sent && (up->buffer.size() == 0 || buffer_tried)) {
+            respond(s, status, res.base(), {}, true, false);
+            head_sent = true;
+        }
+        buffer_tried = true;
         body.data = buffer.get();
         body.size = worker::relay_buffer_size;
         up->io.timer.expires_after(up_cfg.response_timeout);

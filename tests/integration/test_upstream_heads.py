@@ -5,8 +5,13 @@ import socket
 import socketserver
 import threading
 import time
+import unittest
 
 from harness import Conn, GatewayTest, proxy_config
+from test_http2 import h2, RawH2, base_headers, status_of
+
+if h2:
+    from test_http2 import DataFrame, HeadersFrame
 
 BIG_BODY = b"0123456789abcdef" * 65536  # 1 MiB, several reads and writes
 
@@ -189,6 +194,24 @@ class UpstreamHeads(GatewayTest):
                 c.buf = first
                 r = c.read_response()
                 self.assertEqual((r.status, r.body), (200, b"data: hello\n\n"))
+                c.close()
+
+    @unittest.skipUnless(h2, "python3-h2 is not installed")
+    def test_a_streamed_response_head_reaches_an_http2_client_before_its_body(self):
+        cfg = proxy_config([self.up.port])
+        cfg["http2"] = {"h2c": True}
+        gw = self.gateway(cfg)
+        for path in STREAMED:
+            with self.subTest(path=path):
+                c = RawH2(gw.port)
+                started = time.monotonic()
+                c.request(1, base_headers("/api" + path))
+                frames = c.collect(lambda fs: any(isinstance(f, HeadersFrame) for f in fs), timeout=5)
+                self.assertLess(time.monotonic() - started, 0.5)
+                self.assertEqual(status_of(frames, 1), 200)
+                frames = c.collect(lambda fs: any("END_STREAM" in f.flags for f in fs), timeout=5)
+                body = b"".join(f.data for f in frames if isinstance(f, DataFrame))
+                self.assertEqual(body, b"data: hello\n\n")
                 c.close()
 
     def test_http10_expect_100_continue_gets_no_1xx(self):
