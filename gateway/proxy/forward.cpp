@@ -97,8 +97,10 @@ net::awaitable<head_failure> read_response_head(upstream_connection& up,
             if (ec && up.io.timer.expired()) ec = net::error::timed_out;
             if (ec) co_return head_failure{ec, {}};
             up.buffer.commit(n);
+            up.read_now = true;
             continue;
         }
+        up.read_now = false;
         auto [ec, n] = co_await up.io.async_read_some(up.buffer.prepare(16 * 1024), use_nothrow);
         if (ec == net::error::eof)
             ec = up.buffer.size() ? http::error::partial_message : http::error::end_of_stream;
@@ -349,6 +351,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     append_response_head(up->response_head, res, rw);
     relay_result got;
     bool upstream_done = true;
+    bool read_now = false;  // the whole answer was read and relayed in this handler
     if (framing.body == h1::body_framing::none || res.sized()) {
         // No body, or Content-Length: relayed byte for byte, no parser.
         const std::uint64_t length =
@@ -358,8 +361,10 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
             // All of it is here: head and body offered to the kernel at once (no coroutine).
             std::array<net::const_buffer, 2> pieces{net::buffer(up->response_head),
                                                     net::buffer(up->buffer.data().data(), length)};
-            if (!detail::write_now(client, pieces, got.write))
+            const bool written = detail::write_now(client, pieces, got.write);
+            if (!written)
                 got.write = co_await detail::write_rest(client, pieces, limits.idle_timeout);
+            read_now = up->read_now && written;
             up->buffer.consume(length);
             got.body_bytes = length;
         } else {
@@ -391,7 +396,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         co_return false;  // the status line is already out: closing is the only signal left
     }
     // Shutting down: no connection goes back to the pool (the loop ends once all are closed).
-    if (upstream_keep_alive && upstream_done && !w.stopping) pool.release(std::move(up));
+    if (upstream_keep_alive && upstream_done && !w.stopping) pool.release(std::move(up), read_now);
     co_return client_keep_alive;
 }
 

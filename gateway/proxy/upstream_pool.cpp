@@ -56,17 +56,16 @@ std::size_t upstream_pool::next_target() {
 
 std::unique_ptr<upstream_connection> upstream_pool::take_idle(std::size_t target) {
     auto& ts = targets_[target];
-    while (!ts.idle.empty()) {
-        auto c = std::move(ts.idle.back());
-        ts.idle.pop_back();
-        // Probing costs a syscall: only for connections idle long enough to have been closed.
-        if (coarse_now() - c->idle_since < std::chrono::milliseconds(500) ||
-            is_alive(c->io.socket)) {
-            c->reused = true;
-            return c;
-        }
-    }
-    return nullptr;
+    if (ts.idle.empty()) return nullptr;
+    // Every pooled connection is live: its watch (release()) takes out one that got bytes or
+    // a close. Cancelling the watch is no system call.
+    auto c = std::move(ts.idle.back());
+    ts.idle.pop_back();
+    boost::system::error_code ignored;
+    c->io.socket.cancel(ignored);
+    c->watch = 0;
+    c->reused = true;
+    return c;
 }
 
 net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
@@ -145,11 +144,23 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
     co_return c;
 }
 
-void upstream_pool::release(std::unique_ptr<upstream_connection> c) {
+void upstream_pool::release(std::unique_ptr<upstream_connection> c, bool read_now) {
     auto& ts = targets_[c->target];
     if (ts.idle.size() >= cfg_.max_idle_per_target || c->buffer.size() != 0) return;  // closes it
+    if (!read_now && !is_alive(c->io.socket)) return;
     c->io.timer.expires_never();
-    c->idle_since = coarse_now();
+    // The watch: a wait for readability (queued in the reactor, no system call), cancelled by
+    // take_idle. It completing means bytes or a close came: out of the pool.
+    c->watch = ++watches_;
+    c->io.socket.async_wait(
+        tcp::socket::wait_read,
+        [this, life = std::weak_ptr<char>(life_), target = c->target, raw = c.get(),
+         id = c->watch](const boost::system::error_code& ec) {
+            if (ec || life.expired()) return;  // cancelled (taken, closed) or the pool is gone
+            auto& idle = targets_[target].idle;
+            // Found only while this pooling lasts: pointers are compared, ids then read.
+            std::erase_if(idle, [&](const auto& p) { return p.get() == raw && p->watch == id; });
+        });
     ts.idle.push_back(std::move(c));
 }
 

@@ -26,10 +26,15 @@ struct upstream_connection {
     timed_socket io;
     boost::beast::flat_buffer buffer;
     std::size_t target = 0;
-    bool reused = false;                      ///< came from the idle pool (may be stale)
+    bool reused = false;  ///< came from the idle pool (may be stale)
+    /// The last read was a plain read in the handler now running (no event loop turn since):
+    /// see upstream_pool::release.
+    bool read_now = false;
     std::string request_head, response_head;  ///< serialized heads, storage reused per exchange
     h1::response_head head;                   ///< the upstream's last response head, parsed
-    std::chrono::steady_clock::time_point idle_since{};
+    /// While pooled: the id of the readiness wait that takes it out of the pool when bytes or
+    /// a close arrive (unique per pool, so a late wait never takes a later pooling's place).
+    std::uint64_t watch = 0;
 };
 
 class upstream_pool {
@@ -64,9 +69,15 @@ class upstream_pool {
     boost::asio::awaitable<std::shared_ptr<http2::client_connection>> acquire_h2(
         std::size_t target, boost::system::error_code& ec, std::size_t max_header_bytes);
 
-    /// Returns a connection whose last exchange completed cleanly to the idle pool
-    /// (or closes it when the pool is full).
-    void release(std::unique_ptr<upstream_connection> c);
+    /// Returns a connection whose last exchange completed cleanly to the idle pool (or closes
+    /// it when the pool is full or holds unread bytes). A pooled connection is watched: bytes
+    /// or a close arriving while it is idle (a sloppy upstream's extra bytes, its keep-alive
+    /// timeout) take it out at once, so no request reads them as its response (nginx's
+    /// keep-alive cache does the same). The watch sees what arrives once it is set; with
+    /// `read_now` false (the event loop may have run since the connection's last read, and
+    /// taken the readiness event of bytes that came meanwhile) a probe (one system call)
+    /// checks first.
+    void release(std::unique_ptr<upstream_connection> c, bool read_now = false);
 
     /// Closes every idle connection (HTTP/2 ones once their streams end).
     void close_idle();
@@ -92,6 +103,9 @@ class upstream_pool {
     std::shared_ptr<boost::asio::ssl::context> tls_;  ///< set for an upstream with `tls`
     std::vector<target_state> targets_;
     std::size_t next_ = 0;
+    std::uint64_t watches_ = 0;  ///< the last watch id given
+    std::shared_ptr<char> life_ =
+        std::make_shared<char>();  ///< watches outliving the pool see it gone
 };
 
 }  // namespace rategate::gateway
