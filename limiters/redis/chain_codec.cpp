@@ -181,4 +181,25 @@ bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
     return true;
 }
 
+bool fits_chain(const chain_decision& d, const std::vector<layer_ref>& refs,
+                std::span<const lease_grant> grants) {
+    const auto n = static_cast<int>(refs.size());
+    auto rules_of = [&refs](int layer) {
+        return static_cast<int>(refs[static_cast<std::size_t>(layer)].spec->rules.size());
+    };
+    if (d.decider < -1 || d.decider >= n || (!d.allowed && d.decider < 0)) return false;
+    if (d.header_layer < -1 || d.header_layer >= n) return false;
+    // The rule belongs to the header layer (the decider's when refused).
+    if (d.header_layer >= 0 && (d.rule < 0 || d.rule >= rules_of(d.header_layer))) return false;
+    if (n < 32 && (d.shadow_mask >> n) != 0) return false;
+    std::size_t g = 0;
+    for (int i = 0; i < n; ++i) {
+        if (refs[static_cast<std::size_t>(i)].lease.want <= 0) continue;
+        if (g == grants.size()) return false;
+        if (grants[g].rule >= rules_of(i)) return false;
+        ++g;
+    }
+    return g == grants.size();
+}
+
 }  // namespace rategate::limiters

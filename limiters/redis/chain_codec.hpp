@@ -3,6 +3,7 @@
 // and the deciding layers' states. tests/fuzz/fuzz_chain_reply.cpp feeds the decoder.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,5 +43,27 @@ bool decode_batch(const redis::reply& r, std::vector<chain_decision>& out,
                   std::vector<decided_state>* states = nullptr, double* now_us = nullptr,
                   const std::vector<std::size_t>* leased = nullptr,
                   std::vector<lease_grant>* grants = nullptr);
+
+/// Whether a decoded decision fits the chain `refs` it answers, with `grants` its leased
+/// layers' records (chain order): a refused request names its deciding layer, every position
+/// falls in the chain and every rule index in its layer's rules. The gateway indexes its chain
+/// with these numbers: a reply that does not fit (a misbehaving server) fails the call.
+bool fits_chain(const chain_decision& d, const std::vector<layer_ref>& refs,
+                std::span<const lease_grant> grants);
+
+/// fits_chain for every decision of a call: `refs_of(i)` is request i's chain, `leased[i]` its
+/// number of lease records in `grants` (decode_batch's).
+template <class RefsOf>
+bool fits_batch(const std::vector<chain_decision>& decisions, RefsOf&& refs_of,
+                const std::vector<std::size_t>& leased, const std::vector<lease_grant>& grants) {
+    std::size_t g = 0;
+    for (std::size_t i = 0; i < decisions.size(); ++i) {
+        if (grants.size() - g < leased[i]) return false;
+        if (!fits_chain(decisions[i], refs_of(i), std::span(grants).subspan(g, leased[i])))
+            return false;
+        g += leased[i];
+    }
+    return true;
+}
 
 }  // namespace rategate::limiters

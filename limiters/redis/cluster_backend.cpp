@@ -336,9 +336,13 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
                 if (l.lease.want > 0) ++leased[i];
         double script_now = 0;
         std::error_code ec = r.ec;
-        if (!ec && (r.value.is_error() ||
-                    !decode_batch(r.value, decisions, nullptr, &script_now, &leased, &grants) ||
-                    decisions.size() != chunk.size())) {
+        if (!ec &&
+            (r.value.is_error() ||
+             !decode_batch(r.value, decisions, nullptr, &script_now, &leased, &grants) ||
+             decisions.size() != chunk.size() ||
+             !fits_batch(
+                 decisions, [&](std::size_t i) -> const auto& { return *chunk[i].second->refs; },
+                 leased, grants))) {
             if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
             ec = make_error_code(redis::client_error::protocol_error);
         }

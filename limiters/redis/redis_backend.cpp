@@ -75,7 +75,10 @@ struct redis_backend::impl {
         std::error_code ec = r.ec;
         if (!ec && (r.value.is_error() ||
                     !decode_batch(r.value, decisions, &states, &script_now, &leased, &grants) ||
-                    decisions.size() != chunk.size())) {
+                    decisions.size() != chunk.size() ||
+                    !fits_batch(
+                        decisions, [&](std::size_t i) -> const auto& { return *chunk[i]->refs; },
+                        leased, grants))) {
             if (r.value.is_error()) spdlog::error("limiter script failed: {}", r.value.str);
             ec = make_error_code(redis::client_error::protocol_error);
         }
