@@ -7,9 +7,8 @@
 #include "config/config.hpp"
 #include "config/units.hpp"
 #include "gateway/admin/access_log.hpp"
-#include "gateway/identity/jwt_verifier.hpp"
-#include "gateway/proxy/tls.hpp"
 #include "gateway/runtime/reload.hpp"
+#include "gateway/runtime/resource_check.hpp"
 #include "replay/replay.hpp"
 
 namespace po = boost::program_options;
@@ -48,27 +47,10 @@ std::string describe_route(const config::config& c, const config::route_config& 
 int run_check(const std::string& file) {
     try {
         auto cfg = config::load_config(file);
-        // What only OpenSSL can tell: the certificate pair and the token keys load.
+        // What only OpenSSL and libjwt can tell: the certificate pairs and token keys load.
         std::vector<std::string> problems;
-        auto attempt = [&](const std::string& path, auto&& build) {
-            try {
-                build();
-            } catch (const std::exception& e) {
-                problems.push_back(file + ": " + path + e.what());
-            }
-        };
-        if (cfg->tls) attempt("", [&] { gateway::make_server_tls(*cfg->tls, cfg->http2.enabled); });
-        for (const auto& [name, u] : cfg->upstreams)
-            if (u.tls)
-                attempt("upstreams." + name + ".", [&] { gateway::make_client_tls(*u.tls); });
-        if (const auto& j = cfg->identity.jwt)
-            attempt("identity.user.jwt: ", [&] {
-                gateway::identity::jwt_settings s;
-                s.algorithms = j->algorithms;
-                s.public_key_pems = j->public_key_pems;
-                s.hmac_secret = j->hmac_secret;
-                gateway::identity::jwt_verifier v(std::move(s));
-            });
+        for (const auto& p : gateway::check_resources(*cfg))
+            problems.push_back(file + ": " + p);
         if (!problems.empty()) {
             for (const auto& p : problems)
                 std::cerr << p << "\n";

@@ -10,6 +10,7 @@
 
 #include "config/config.hpp"
 #include "gateway/admin/access_log.hpp"
+#include "gateway/runtime/resource_check.hpp"
 #include "gateway/runtime/server.hpp"
 
 namespace rategate::gateway {
@@ -20,6 +21,11 @@ int serve(const std::string& file, const std::string& log_level) {
         cfg = config::load_config(file);
     } catch (const config::config_errors& e) {
         std::cerr << e.what();
+        return 1;
+    }
+    if (auto problems = check_resources(*cfg); !problems.empty()) {
+        for (const auto& p : problems)
+            std::cerr << file << ": " << p << "\n";
         return 1;
     }
     // Signals are taken synchronously by the main thread; no other thread may ever see them, so
@@ -59,6 +65,17 @@ int serve(const std::string& file, const std::string& log_level) {
         seen = stamp();
         try {
             auto next = config::load_config(file);
+            // Resources the loader cannot judge are built first: one that fails would fail
+            // every event loop's install. A listener pair that fails keeps the previous pair
+            // (SPEC §3) where there is one.
+            auto problems = check_resources(*next, !srv->serves_tls());
+            if (!problems.empty()) {
+                srv->reload_failed();
+                spdlog::error("{}: config reload refused, the previous config keeps serving:", why);
+                for (const auto& p : problems)
+                    spdlog::error("{}: {}", file, p);
+                return;
+            }
             srv->reload(std::move(next));
         } catch (const config::config_errors& e) {
             srv->reload_failed();

@@ -213,6 +213,11 @@ bool server::ready() const {
     return true;
 }
 
+bool server::serves_tls() const {
+    std::lock_guard lock(mutex_);
+    return cfg_->tls.has_value();
+}
+
 void server::reload(std::shared_ptr<const config::config> next) {
     std::shared_ptr<const config::config> old;
     {
@@ -240,7 +245,15 @@ void server::reload(std::shared_ptr<const config::config> next) {
     }
     for (auto& w : workers_)
         net::post(w->ioc, [wp = w.get(), next, policy] {
-            if (!wp->stopping) wp->install(next, policy);
+            if (wp->stopping) return;
+            // check_resources ran first; a file changed since is what remains: this loop keeps
+            // its config rather than end.
+            try {
+                wp->install(next, policy);
+            } catch (const std::exception& e) {
+                spdlog::critical("reload not applied on an event loop, its config stays: {}",
+                                 e.what());
+            }
         });
     process_.config_reloads[static_cast<std::size_t>(reload_outcome::success)].fetch_add(1);
     spdlog::info("reloaded {}: {} routes, {} upstreams, {} limiters", next->source,

@@ -58,6 +58,9 @@ class server {
     /// (limiter state lives in Redis or the shared in-process store and survives). Settings
     /// that need new sockets (listen, threads, admin, redis) are kept and logged.
     void reload(std::shared_ptr<const config::config> next);
+    /// Whether the config in force has a listener certificate (a reload's failing pair then
+    /// keeps it, SPEC §3).
+    bool serves_tls() const;
     /// Counts a reload refused because the new file was invalid.
     void reload_failed() {
         process_.config_reloads[static_cast<std::size_t>(reload_outcome::failure)].fetch_add(1);

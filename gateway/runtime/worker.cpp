@@ -28,7 +28,10 @@ bool same_upstream(const config::upstream_config& a, const config::upstream_conf
         return !x || (x->ca_file == y->ca_file && x->server_name == y->server_name &&
                       x->verify == y->verify);
     };
-    return a.connect_timeout == b.connect_timeout && a.response_timeout == b.response_timeout &&
+    // Every field a pool reads (upstream_pool, forward.cpp), the protocol included: a pool
+    // kept across a change of it would go on speaking the old one.
+    return a.protocol == b.protocol && a.connect_timeout == b.connect_timeout &&
+           a.response_timeout == b.response_timeout &&
            a.max_idle_per_target == b.max_idle_per_target && same_tls(a.tls, b.tls);
 }
 

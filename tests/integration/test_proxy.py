@@ -1,5 +1,6 @@
 """Reverse proxy behaviour of SPEC §3 over real sockets: gateway + demo upstream on loopback."""
 import hashlib
+import json
 import os
 import signal
 import socket
@@ -415,6 +416,22 @@ class CheckCommand(GatewayTest):
         super().setUp()
         import tempfile
         self.tmp = tempfile.mkdtemp()
+
+    def test_an_unusable_key_is_named_by_check_and_stops_startup(self):
+        bad = os.path.join(self.tmp, "bad.pem")
+        with open(bad, "w") as f:
+            f.write("-----BEGIN PUBLIC KEY-----\nnot base64\n-----END PUBLIC KEY-----\n")
+        text = json.dumps({"listen": "127.0.0.1:%d" % free_port(),
+                           "identity": {"user": {"jwt": {"algorithms": ["RS256"], "public_keys": [bad]}}},
+                           "upstreams": {"u": {"targets": ["127.0.0.1:9001"], "tls": {"ca": bad}}},
+                           "routes": [{"name": "r", "match": {"path_prefix": "/"}, "upstream": "u"}]})
+        p, path = self.run_check(text)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(path + ": identity.user.jwt: ", p.stderr)
+        self.assertIn(path + ": upstreams.u.tls.ca: ", p.stderr)
+        served = subprocess.run([binary("rategate"), "--config", path], capture_output=True, text=True, timeout=20)
+        self.assertEqual(served.returncode, 1)
+        self.assertIn(path + ": identity.user.jwt: ", served.stderr)
 
     def test_three_mistakes_three_lines_exit_1(self):
         p, path = self.run_check("""{

@@ -126,6 +126,45 @@ class Reload(GatewayTest):
         metrics = get(self.admin_port, "/metrics").body.decode()
         self.assertIn('rategate_config_reloads_total{outcome="failure"} 1', metrics)
 
+    def test_a_reload_naming_an_unusable_key_or_ca_is_refused_and_every_loop_serves(self):
+        # The loader accepts these files; building them fails (a malformed PEM, a CA file with
+        # no certificate). Each loop's install used to throw and end the loop while /healthz
+        # said ok: the reload is refused instead, the old config serving on both loops.
+        self.start(1000)
+        bad = os.path.join(os.path.dirname(self.gw.config_file.name), "not-a-pem-%d.pem" % self.gw.port)
+        with open(bad, "w") as f:
+            f.write("-----BEGIN PUBLIC KEY-----\nnot base64 at all\n-----END PUBLIC KEY-----\n")
+        self.addCleanup(os.unlink, bad)
+        jwt = config(self.up.port, 1000, redis_port=self.redis.port, admin_port=self.admin_port)
+        jwt["identity"] = {"user": {"jwt": {"algorithms": ["RS256"], "public_keys": [bad]}}}
+        ca = config(self.up.port, 1000, redis_port=self.redis.port, admin_port=self.admin_port)
+        ca["upstreams"]["demo"]["tls"] = {"ca": bad}
+        for n, (cfg, path) in enumerate(((jwt, "identity.user.jwt"), (ca, "upstreams.demo.tls.ca")), 1):
+            with self.subTest(path=path):
+                self.rewrite(cfg)
+                self.gw.proc.send_signal(signal.SIGHUP)
+                metrics = lambda: get(self.admin_port, "/metrics").body.decode()
+                self.assertTrue(self.wait_for(
+                    lambda: 'rategate_config_reloads_total{outcome="failure"} %d' % n in metrics()))
+                self.assertIn(path + ": ", self.gw.output())
+                self.assertNotIn("event loop failed", self.gw.output())
+                # Both loops (SO_REUSEPORT spreads new connections) answer on the old config.
+                self.assertEqual([get(self.gw.port, "/api/x", {"X-User-Id": "r%d" % i}).status
+                                  for i in range(20)], [200] * 20)
+        self.assertEqual(self.gw.proc.poll(), None)
+
+    def test_a_changed_upstream_protocol_takes_effect(self):
+        # The pool of an upstream whose protocol changed is replaced, not kept speaking the old
+        # one: h2c to an HTTP/1.1 server is a 502, http/1.1 after the reload a 200.
+        cfg = config(self.up.port, 1000, redis_port=self.redis.port, admin_port=self.admin_port)
+        cfg["upstreams"]["demo"]["protocol"] = "h2c"
+        self.gw = self.gateway(cfg)
+        self.assertEqual(get(self.gw.port, "/api/x", {"X-User-Id": "p"}).status, 502)
+        cfg["upstreams"]["demo"]["protocol"] = "http/1.1"
+        self.rewrite(cfg)
+        self.gw.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(self.wait_for(lambda: get(self.gw.port, "/api/x", {"X-User-Id": "p"}).status == 200))
+
     def test_reload_under_steady_load_loses_no_request(self):
         self.start(1000000)
         results, errors = [], []
