@@ -7,6 +7,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "gateway/http/header_scan.hpp"
 #include "gateway/http/request_normaliser.hpp"
@@ -39,12 +40,13 @@ struct block_result {
     const char* reason = "";
 };
 
-// Reads until `buf` holds a whole header block. The wait for the first byte is bounded by
-// `first_wait` (header_timeout for a new connection, idle_timeout between requests); from
-// the first byte on, the whole block must arrive within header_timeout (anti-slowloris).
-net::awaitable<block_result> read_header_block(timed_socket& s, beast::flat_buffer& buf,
-                                               const config::limits_config& limits,
-                                               std::chrono::milliseconds first_wait) {
+// Reads until `buf` holds a whole header block. Between requests the wait for the first byte
+// is bounded by idle_timeout, and from the first byte on the whole block must arrive within
+// header_timeout (anti-slowloris). A new connection's first block must be whole by `by`
+// instead: header_timeout from the accept, the TLS handshake included (SPEC §3).
+net::awaitable<block_result> read_header_block(
+    timed_socket& s, beast::flat_buffer& buf, const config::limits_config& limits,
+    std::optional<std::chrono::steady_clock::time_point> by) {
     // RFC 9112 §2.2: ignore empty lines before a request line.
     auto skip_crlf = [&] {
         auto v = buffer_view(buf);
@@ -57,14 +59,20 @@ net::awaitable<block_result> read_header_block(timed_socket& s, beast::flat_buff
     if (buf.size() == 0) {
         // Idle: a stop closes the connection now (worker::stop cancels sessions with partial).
         co_await idle_cancellation();
-        s.timer.expires_after(first_wait);
+        if (by)
+            s.timer.expires_at(*by);
+        else
+            s.timer.expires_after(limits.idle_timeout);
         auto [ec, n] = co_await s.async_read_some(buf.prepare(16 * 1024), use_nothrow);
         co_await busy_cancellation();  // a request has begun: it gets its response
         if (ec) co_return block_result{block_status::closed};
         buf.commit(n);
         skip_crlf();
     }
-    s.timer.expires_after(limits.header_timeout);
+    if (by)
+        s.timer.expires_at(*by);
+    else
+        s.timer.expires_after(limits.header_timeout);
     std::size_t resume = 0;
     for (;;) {
         auto view = buffer_view(buf);
@@ -102,9 +110,9 @@ void close_socket(timed_socket& client) {
 // (RFC 9113 §3.4); true once it is there. Bytes read stay in `buf` either way. The wait for
 // the first byte is idle (a stop closes the connection), like read_header_block's.
 net::awaitable<bool> starts_with_preface(timed_socket& s, beast::flat_buffer& buf,
-                                         std::chrono::milliseconds timeout) {
+                                         std::chrono::steady_clock::time_point by) {
     const auto preface = http2::client_preface;
-    s.timer.expires_after(timeout);
+    s.timer.expires_at(by);
     for (;;) {
         auto have = buffer_view(buf);
         auto n = std::min(have.size(), preface.size());
@@ -136,12 +144,14 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     h1::authority_memo host_memo;  // requests of a connection nearly always repeat their Host
     std::string refusal_wire;      // a refusal's bytes, storage reused by the connection
     bool first = true;
-    // HTTPS: the handshake counts toward header_timeout; a failed one (a plain-HTTP request
-    // included) closes the connection. The session keeps the context it started with.
+    // HTTPS: the handshake counts toward header_timeout: the handshake, the wait for the first
+    // request and its header block all end by one deadline. A failed handshake (a plain-HTTP
+    // request included) closes the connection. The session keeps the context it started with.
+    const auto first_by = coarse_now() + w.rt->cfg->limits.header_timeout;
     const auto tls_context = w.rt->tls;
     if (tls_context) {
         client.tls = std::make_unique<tls_stream>(client.socket, *tls_context);
-        client.timer.expires_after(w.rt->cfg->limits.header_timeout);
+        client.timer.expires_at(first_by);
         auto [ec] =
             co_await client.tls->async_handshake(net::ssl::stream_base::server, use_nothrow);
         if (ec) {
@@ -162,7 +172,7 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
             co_return;
         }
     } else if (w.rt->cfg->http2.h2c) {
-        if (co_await starts_with_preface(client, buf, w.rt->cfg->limits.header_timeout)) {
+        if (co_await starts_with_preface(client, buf, first_by)) {
             // The bytes read so far go on; the 16 KiB buffer is not held for the connection.
             std::string preread(buffer_view(buf));
             buf = beast::flat_buffer();
@@ -177,7 +187,8 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         auto rt = w.rt;
         const auto& limits = rt->cfg->limits;
         auto block = co_await read_header_block(
-            client, buf, limits, first ? limits.header_timeout : limits.idle_timeout);
+            client, buf, limits,
+            first ? std::optional<std::chrono::steady_clock::time_point>(first_by) : std::nullopt);
         first = false;
         if (block.status == block_status::closed) break;
         request_scope scope(*rt, peer);

@@ -32,6 +32,11 @@ void deadline::expires_after(std::chrono::milliseconds d) {
     slot_->expired = false;
 }
 
+void deadline::expires_at(clock::time_point at) {
+    slot_->at = at;
+    slot_->expired = false;
+}
+
 void deadline::expires_never() {
     slot_->at = clock::time_point::max();
     slot_->expired = false;

@@ -31,6 +31,8 @@ class deadline {
 
     /// The next operations must finish within `d`; clears an earlier expiry.
     void expires_after(std::chrono::milliseconds d);
+    /// The next operations must finish by `at` (a coarse_now() time); clears an earlier expiry.
+    void expires_at(clock::time_point at);
     void expires_never();
     /// True once the sweeper cancelled the socket because the deadline passed.
     bool expired() const;

@@ -159,6 +159,32 @@ class Https(GatewayTest):
                     f.read(length)
                 self.assertEqual(statuses, [200, 200, 429])  # one connection: keep-alive over TLS
 
+    def test_the_handshake_counts_toward_header_timeout(self):
+        # SPEC §3: one deadline from the accept for the handshake, the wait for the first request
+        # and its header block. Each step alone within 2 s, together past it: closed, no answer.
+        self.start(limits={"header_timeout": "2s"})
+        raw = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        started = time.monotonic()
+        time.sleep(1.0)
+        s = self.client_context().wrap_socket(raw, server_hostname="localhost")
+        time.sleep(0.8)
+        s.sendall(b"GET /x HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n")
+        data = b""
+        try:
+            time.sleep(0.6)
+            s.sendall(b"\r\n")
+            while True:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except (ConnectionResetError, BrokenPipeError, ssl.SSLError):
+            pass
+        s.close()
+        self.assertNotIn(b"HTTP/1.1 200", data)
+        self.assertLess(time.monotonic() - started, 4.0)
+        self.assertEqual(self.curl("/after")[0], 200)  # still serving
+
     def test_plain_http_to_the_tls_port_is_closed(self):
         self.start()
         with socket.create_connection(("127.0.0.1", self.gw.port), timeout=5) as s:
