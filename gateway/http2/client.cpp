@@ -214,13 +214,18 @@ net::awaitable<bool> client_stream::write(std::string_view data, bool end, milli
 }
 
 net::awaitable<bool> client_stream::read_head(milliseconds timeout) {
+    // One deadline for the final head: interim (1xx) heads wake this wait but do not extend
+    // it (an upstream sending them forever held the request past response_timeout).
+    const auto until = std::chrono::steady_clock::now() + timeout;
     // (g++ 12: a co_await kept out of conditions, and no coroutine ending in `for (;;)`.)
     while (!head_done_) {
         if (!error_.empty() || closed_) {
             fail("upstream closed the stream without a response");
             co_return false;
         }
-        bool woken = co_await wake_.wait(timeout);
+        const auto left = std::chrono::ceil<milliseconds>(until - std::chrono::steady_clock::now());
+        bool woken = false;
+        if (left.count() > 0) woken = co_await wake_.wait(left);
         if (!woken) {
             timed_out_ = true;
             conn_->retire_if_silent(timeout);

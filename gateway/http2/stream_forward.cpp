@@ -400,7 +400,7 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
     for (int attempt = 0; attempt < 2 && !up; ++attempt) {
         error_code ec;
         target = pool.next_target();
-        auto conn = co_await pool.acquire_h2(target, ec, limits.max_header_bytes);
+        auto conn = co_await pool.acquire_h2(target, ec, limits.max_header_bytes, deadline);
         if (s.closed || dead_) co_return;
         if (ec) {
             if (attempt == 0) continue;  // the next target, once
@@ -450,7 +450,7 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
         // REFUSED_STREAM (or past a GOAWAY): the upstream did nothing with it (RFC 9113
         // §8.7), so it goes once more, on a connection that takes it.
         error_code ec;
-        auto conn = co_await pool.acquire_h2(target, ec, limits.max_header_bytes);
+        auto conn = co_await pool.acquire_h2(target, ec, limits.max_header_bytes, deadline);
         if (s.closed || dead_) co_return;
         std::string why;
         if (!ec)

@@ -69,7 +69,8 @@ std::unique_ptr<upstream_connection> upstream_pool::take_idle(std::size_t target
 }
 
 net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
-    std::size_t target, boost::system::error_code& ec, bool allow_reuse) {
+    std::size_t target, boost::system::error_code& ec, bool allow_reuse,
+    std::chrono::steady_clock::time_point by) {
     auto& ts = targets_[target];
     if (allow_reuse) {
         if (auto c = take_idle(target)) {
@@ -99,7 +100,7 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
     }
     auto c = std::make_unique<upstream_connection>(ex_, sweeper_);
     c->target = target;
-    c->io.timer.expires_after(cfg_.connect_timeout);
+    c->io.timer.expires_at(std::min(coarse_now() + cfg_.connect_timeout, by));
     auto [cec, endpoint] = co_await net::async_connect(c->io.socket, ts.endpoints, use_nothrow);
     if (cec) {
         ts.endpoints.clear();  // re-resolve next time: the address may have moved
@@ -174,8 +175,10 @@ void upstream_pool::close_idle() {
 }
 
 net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire_h2(
-    std::size_t target, boost::system::error_code& ec, std::size_t max_header_bytes) {
+    std::size_t target, boost::system::error_code& ec, std::size_t max_header_bytes,
+    std::chrono::steady_clock::time_point by) {
     auto& ts = targets_[target];
+    const auto connect_by = std::min(std::chrono::steady_clock::now() + cfg_.connect_timeout, by);
     for (;;) {
         std::erase_if(ts.h2, [](const auto& c) { return !c->alive(); });
         for (auto& c : ts.h2)
@@ -185,21 +188,36 @@ net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire
             }
         if (!ts.h2_connecting) break;
         // Another request of this loop is opening a connection to the target: wait for it
-        // rather than open one each (one connection per target until its stream limit). The
-        // opener's own connect and SETTINGS waits bound this one.
-        co_await ts.h2_gate->async_wait(use_nothrow);
+        // rather than open one each (one connection per target until its stream limit), up
+        // to this request's own connect deadline.
+        const auto opened = ts.h2_opened;
+        net::steady_timer wait(ex_);
+        wait.expires_at(connect_by);
+        ts.h2_waiters.push_back(&wait);
+        auto [wec] = co_await wait.async_wait(use_nothrow);
+        std::erase(ts.h2_waiters, &wait);
+        if (!wec) {  // not woken by the opener: the deadline passed
+            ec = make_error_code(net::error::timed_out);
+            co_return nullptr;
+        }
+        if (ts.h2_opened != opened && ts.h2_failure) {
+            ec = ts.h2_failure;  // the opening waited on failed: so does this request
+            co_return nullptr;
+        }
     }
     ts.h2_connecting = true;
-    if (!ts.h2_gate) ts.h2_gate = std::make_unique<net::steady_timer>(ex_);
-    ts.h2_gate->expires_at(net::steady_timer::time_point::max());
     struct connecting_mark {
         target_state& ts;
+        boost::system::error_code& ec;
         ~connecting_mark() {
             ts.h2_connecting = false;
-            ts.h2_gate->cancel();  // every waiter wakes and looks again
+            ++ts.h2_opened;
+            ts.h2_failure = ec;
+            for (auto* w : ts.h2_waiters)
+                w->cancel();  // every waiter wakes and looks again
         }
-    } mark{ts};
-    auto io = co_await acquire(target, ec, /*allow_reuse=*/false);
+    } mark{ts, ec};
+    auto io = co_await acquire(target, ec, /*allow_reuse=*/false, connect_by);
     if (ec) co_return nullptr;
     http2::client_settings s;
     s.max_header_bytes = max_header_bytes;
@@ -207,7 +225,9 @@ net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire
     c->start();
     // Streams wait for the upstream's SETTINGS (within connect_timeout): until then its
     // stream limit is unknown, and a burst of requests could open more streams than it takes.
-    bool ready = co_await c->wait_settings(cfg_.connect_timeout);
+    bool ready = co_await c->wait_settings(std::max(
+        std::chrono::ceil<std::chrono::milliseconds>(connect_by - std::chrono::steady_clock::now()),
+        std::chrono::milliseconds(1)));
     if (!ready) {
         c->close_when_idle();
         ec = make_error_code(c->alive() ? net::error::timed_out : net::error::connection_reset);

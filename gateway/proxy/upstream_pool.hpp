@@ -53,10 +53,11 @@ class upstream_pool {
 
     /// An idle keep-alive connection to `target` if a live one is pooled, else a new one
     /// (resolve + connect, and with `tls` the TLS handshake with SNI and certificate and
-    /// host-name verification, within `connect_timeout`). Errors: resolve/connect/handshake
-    /// failure, net::error::timed_out.
+    /// host-name verification, within `connect_timeout`, and by `by` when that is sooner).
+    /// Errors: resolve/connect/handshake failure, net::error::timed_out.
     boost::asio::awaitable<std::unique_ptr<upstream_connection>> acquire(
-        std::size_t target, boost::system::error_code& ec, bool allow_reuse = true);
+        std::size_t target, boost::system::error_code& ec, bool allow_reuse = true,
+        std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max());
 
     /// acquire()'s first step, with no waiting: a live idle connection to `target`, or null.
     std::unique_ptr<upstream_connection> take_idle(std::size_t target);
@@ -65,9 +66,13 @@ class upstream_pool {
     /// stream, opened (as acquire() opens one, with ALPN "h2" under TLS: a target that picks
     /// anything else fails with no_protocol_option) when none can. One connection per target
     /// and event loop until the upstream's SETTINGS_MAX_CONCURRENT_STREAMS, then another.
-    /// `max_header_bytes` bounds a response head.
+    /// `max_header_bytes` bounds a response head. Opening, or waiting for another request
+    /// of the loop to open one, takes at most `connect_timeout` and ends by `by` (a request's
+    /// deadline, e.g. gRPC's) when that is sooner; requests that waited on an opening that
+    /// failed get its error at once (they do not each try again in turn).
     boost::asio::awaitable<std::shared_ptr<http2::client_connection>> acquire_h2(
-        std::size_t target, boost::system::error_code& ec, std::size_t max_header_bytes);
+        std::size_t target, boost::system::error_code& ec, std::size_t max_header_bytes,
+        std::chrono::steady_clock::time_point by = std::chrono::steady_clock::time_point::max());
 
     /// Returns a connection whose last exchange completed cleanly to the idle pool (or closes
     /// it when the pool is full or holds unread bytes). A pooled connection is watched: bytes
@@ -93,9 +98,11 @@ class upstream_pool {
         std::vector<std::unique_ptr<upstream_connection>> idle;
         std::vector<std::shared_ptr<http2::client_connection>> h2;  ///< "h2"/"h2c" only
         bool h2_connecting = false;  ///< a request of this loop is opening one
-        /// Those waiting for it wait on this timer (set to never expire while connecting) and
-        /// all wake when the opener cancels it: a gate, one wait each, no re-arming.
-        std::unique_ptr<boost::asio::steady_timer> h2_gate;
+        /// Those waiting for it, each on its own timer set to its deadline: the opener cancels
+        /// them all when it is done, with the outcome in h2_opened / h2_failure.
+        std::vector<boost::asio::steady_timer*> h2_waiters;
+        std::uint64_t h2_opened = 0;           ///< openings ended, successful or not
+        boost::system::error_code h2_failure;  ///< how the last opening ended
     };
     boost::asio::any_io_executor ex_;
     deadline_sweeper& sweeper_;

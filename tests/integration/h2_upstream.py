@@ -5,7 +5,8 @@
 "connection": n, "stream": id}. A request header `x-reply-bytes: N` answers N bytes of body instead
 (sent as the flow-control window allows); `x-reply-early: 1` answers 403 at once and resets the
 stream (NO_ERROR) without reading the body; `x-reply-trailers: 1` ends with trailers
-(`x-checksum: ...`); `x-reply-status: N` sets the status; `x-delay-ms: N` waits first.
+(`x-checksum: ...`); `x-reply-status: N` sets the status; `x-delay-ms: N` waits first;
+`x-reply-interim: N` sends N interim `100` heads, 250 ms apart, before the answer.
 --max-streams sets SETTINGS_MAX_CONCURRENT_STREAMS. --alpn sets what TLS offers."""
 import argparse
 import json
@@ -114,6 +115,14 @@ class Conn:
                 fields[k] = fields[k] + ", " + v if k in fields else v
         if "x-delay-ms" in fields:
             time.sleep(int(fields["x-delay-ms"]) / 1000)
+        try:
+            for _ in range(int(fields.get("x-reply-interim", "0"))):
+                with self.lock:
+                    self.conn.send_headers(stream_id, [(":status", "100")])
+                    self.flush()
+                time.sleep(0.25)
+        except Exception:
+            return  # the stream went away
         status = fields.get("x-reply-status", "200")
         trailers = fields.get("x-reply-trailers") == "1"
         if "x-reply-bytes" in fields:

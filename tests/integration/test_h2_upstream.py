@@ -194,6 +194,62 @@ class HttpTwoUpstream(GatewayTest):
         self.assertEqual(r.json()["error"], "upstream_unavailable")
         gw.assert_clean(self)
 
+    def test_interim_heads_do_not_extend_the_response_timeout(self):
+        # Eight 100 heads over two seconds, then the answer: the final head is due within
+        # response_timeout (1 s) of the request, whatever comes before it.
+        up = self.track(H2Upstream())
+        gw = self.make(up, response_timeout="1s")
+        started = time.monotonic()
+        r = get(gw.port, "/interim", {"X-Reply-Interim": "8"})
+        self.assertEqual(r.status, 504)
+        self.assertLess(time.monotonic() - started, 1.8)
+        self.assertEqual(get(gw.port, "/interim", {"X-Reply-Interim": "1"}).status, 200)
+
+    def test_requests_waiting_on_a_connection_that_never_opens_fail_together(self):
+        # A target that accepts TCP but never sends SETTINGS: the first request opens, the
+        # others wait on it; when it fails after connect_timeout (500 ms) they all fail with it
+        # (they used to take turns opening, the k-th waiting k times as long).
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        self.addCleanup(silent.close)
+        gw = self.gateway({"upstreams": {"h2": {"targets": ["127.0.0.1:%d" % silent.getsockname()[1]],
+                                                "protocol": "h2c", "connect_timeout": "500ms",
+                                                "response_timeout": "5s"}},
+                           "routes": [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "h2"}]})
+
+        def timed(i):
+            started = time.monotonic()
+            r = get(gw.port, "/x%d" % i)
+            return r.status, time.monotonic() - started
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(timed, range(8)))
+        self.assertTrue(all(status in (502, 504) for status, _ in results), results)
+        # One opening, then the retry's: two connect_timeouts at most for every request.
+        self.assertLess(max(t for _, t in results), 1.6, results)
+
+    def test_a_grpc_deadline_bounds_the_wait_for_a_connection(self):
+        # SPEC §3 "gRPC": the deadline is the smaller of grpc-timeout and response_timeout; it
+        # bounds opening the upstream connection too (connect_timeout 2 s, grpc-timeout 300 ms).
+        from test_http2 import H2Client
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        self.addCleanup(silent.close)
+        gw = self.gateway({"http2": {"h2c": True},
+                           "upstreams": {"h2": {"targets": ["127.0.0.1:%d" % silent.getsockname()[1]],
+                                                "protocol": "h2c", "connect_timeout": "2s"}},
+                           "routes": [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "h2"}]})
+        c = H2Client(gw.port)
+        started = time.monotonic()
+        sid = c.request("/svc/Method", "POST", [("content-type", "application/grpc"), ("te", "trailers"),
+                                                 ("grpc-timeout", "300m")], body=b"\x00\x00\x00\x00\x00")
+        self.assertTrue(c.run(c.all_done, timeout=10))
+        self.assertEqual(c.streams[sid]["headers"]["grpc-status"], "4")  # DEADLINE_EXCEEDED
+        self.assertLess(time.monotonic() - started, 1.0)
+        c.close()
+
     @unittest.skipUnless(shutil.which("openssl"), "openssl needed")
     def test_h2_over_tls_needs_alpn_h2(self):
         d = tempfile.mkdtemp()
