@@ -311,6 +311,11 @@ net::awaitable<bool> client_connection::wait_settings(milliseconds timeout) {
     co_return settings_received_ && !dead_;
 }
 
+bool client_connection::takes_streams() const {
+    return !settings_received_ || nghttp2_session_get_remote_settings(
+                                      session_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS) > 0;
+}
+
 bool client_connection::available() const {
     if (dead_ || goaway_ || closing_) return false;
     auto limit =

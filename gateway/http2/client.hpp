@@ -155,6 +155,8 @@ class client_connection : public std::enable_shared_from_this<client_connection>
     /// True while it can take another stream: alive, no GOAWAY, below the upstream's
     /// SETTINGS_MAX_CONCURRENT_STREAMS.
     bool available() const;
+    /// False once the upstream's SETTINGS allow no stream at all (MAX_CONCURRENT_STREAMS 0).
+    bool takes_streams() const;
     bool alive() const { return !dead_; }
     std::size_t active_streams() const { return streams_.size(); }
 

@@ -180,7 +180,15 @@ net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire
     auto& ts = targets_[target];
     const auto connect_by = std::min(std::chrono::steady_clock::now() + cfg_.connect_timeout, by);
     for (;;) {
-        std::erase_if(ts.h2, [](const auto& c) { return !c->alive(); });
+        // Dead connections go, and idle ones (no stream open) beyond max_idle_per_target: a
+        // burst past the upstream's stream limit opened them, idle they hold its sockets.
+        std::size_t idle = 0;
+        std::erase_if(ts.h2, [&](const auto& c) {
+            if (c->alive() && (c->active_streams() > 0 || ++idle <= cfg_.max_idle_per_target))
+                return false;
+            c->close_when_idle();
+            return true;
+        });
         for (auto& c : ts.h2)
             if (c->available()) {
                 ec = {};
@@ -231,6 +239,12 @@ net::awaitable<std::shared_ptr<http2::client_connection>> upstream_pool::acquire
     if (!ready) {
         c->close_when_idle();
         ec = make_error_code(c->alive() ? net::error::timed_out : net::error::connection_reset);
+        co_return nullptr;
+    }
+    if (!c->takes_streams()) {
+        // MAX_CONCURRENT_STREAMS 0: a connection no request can use (one per request leaked).
+        c->close_when_idle();
+        ec = make_error_code(net::error::connection_refused);
         co_return nullptr;
     }
     ts.h2.push_back(c);

@@ -167,6 +167,40 @@ class HttpTwoUpstream(GatewayTest):
         self.assertGreaterEqual(len(conns), 3, got)
         self.assertLess(len(conns), 9, got)
 
+    def established_to(self, port):
+        out = subprocess.run(["ss", "-Htn", "state", "established", "dport", "= :%d" % port],
+                             capture_output=True, text=True).stdout
+        return len([l for l in out.splitlines() if l.strip()])
+
+    @unittest.skipUnless(shutil.which("ss"), "ss (iproute2) needed")
+    def test_connections_beyond_the_idle_cap_close_and_a_zero_stream_limit_is_refused(self):
+        # One stream per connection: ten at once open ten; once idle, the next request leaves
+        # at most max_idle_per_target (2) of them open.
+        up = self.track(H2Upstream("--max-streams", "1"))
+        gw = self.gateway({"upstreams": {"h2": {"targets": ["127.0.0.1:%d" % up.port], "protocol": "h2c",
+                                                "max_idle_per_target": 2}},
+                           "routes": [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "h2"}]})
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            got = list(pool.map(lambda i: get(gw.port, "/s%d" % i, {"X-Delay-Ms": "300"}).status, range(10)))
+        self.assertEqual(got, [200] * 10)
+        self.assertGreaterEqual(self.established_to(up.port), 5)
+        self.assertEqual(get(gw.port, "/next").status, 200)
+        deadline = time.time() + 5
+        while self.established_to(up.port) > 2 and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertLessEqual(self.established_to(up.port), 2)
+        # An upstream that allows no stream (SETTINGS_MAX_CONCURRENT_STREAMS 0): a 502 at once,
+        # and no connection left behind per request.
+        zero = self.track(H2Upstream("--max-streams", "0"))
+        gw = self.gateway({"upstreams": {"h2": {"targets": ["127.0.0.1:%d" % zero.port], "protocol": "h2c"}},
+                           "routes": [{"name": "api", "match": {"path_prefix": "/"}, "upstream": "h2"}]})
+        for i in range(4):
+            started = time.monotonic()
+            self.assertEqual(get(gw.port, "/z%d" % i).status, 502)
+            self.assertLess(time.monotonic() - started, 1.0)
+        time.sleep(0.3)
+        self.assertLessEqual(self.established_to(zero.port), 1)
+
     def test_limits_hold_for_an_http2_upstream(self):
         up = self.track(H2Upstream())
         gw = self.make(up, limiter_defs={"per-ip": {"scope": "ip", "algorithm": "fixed_window",
