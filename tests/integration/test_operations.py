@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 
-from harness import Conn, GatewayTest, RedisServer, free_port, get
+from harness import Conn, GatewayTest, RedisServer, free_port, get, wait_port
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"'
                     r'(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*)?\})? (-?[0-9.eE+-]+|\+Inf|NaN)$')
@@ -62,6 +62,7 @@ class Admin(GatewayTest):
         if log:
             cfg["log"] = log
         self.gw = self.gateway(cfg)
+        wait_port(self.admin_port, proc=self.gw.proc)  # its own listener, up a moment later
         return self.gw
 
     def admin(self, path):
