@@ -30,11 +30,11 @@ std::array<std::uint64_t, histogram::bounds.size() + 1> histogram::buckets() con
     return out;
 }
 
-void histogram::merge(const histogram& other) {
+void histogram::merge(const histogram& other, const histogram* base) {
     for (std::size_t i = 0; i < buckets_.size(); ++i)
-        buckets_[i].add(other.buckets_[i].get());
-    count_.add(other.count_.get());
-    sum_us_.add(other.sum_us_.get());
+        buckets_[i].add(other.buckets_[i].get() - (base ? base->buckets_[i].get() : 0));
+    count_.add(other.count_.get() - (base ? base->count_.get() : 0));
+    sum_us_.add(other.sum_us_.get() - (base ? base->sum_us_.get() : 0));
 }
 
 const char* to_string(limiter_outcome o) {
@@ -157,19 +157,26 @@ nlohmann::json json_of(const std::vector<const T*>& parts) {
     }
 }
 
-void merge_value(counter& to, const counter& from) {
-    to.add(from.get());
+// Adds `from`'s values to `to`, less `base`'s when given (a copy merged from `from` earlier).
+void merge_value(counter& to, const counter& from, const counter* base) {
+    to.add(from.get() - (base ? base->get() : 0));
 }
-void merge_value(histogram& to, const histogram& from) {
-    to.merge(from);
+void merge_value(histogram& to, const histogram& from, const histogram* base) {
+    to.merge(from, base);
 }
-void merge_value(status_counters& to, const status_counters& from) {
-    to.merge(from);
+void merge_value(status_counters& to, const status_counters& from, const status_counters* base) {
+    to.merge(from, base);
+}
+// A gauge's level or a published total (carried or viewed, never folded: no base).
+template <class T>
+void merge_value(std::atomic<T>& to, const std::atomic<T>& from, const std::atomic<T>*) {
+    to.store(to.load(std::memory_order_relaxed) + from.load(std::memory_order_relaxed),
+             std::memory_order_relaxed);
 }
 template <class E, class C>
-void merge_value(by_enum<E, C>& to, const by_enum<E, C>& from) {
+void merge_value(by_enum<E, C>& to, const by_enum<E, C>& from, const by_enum<E, C>* base) {
     for (std::size_t i = 0; i < to.size(); ++i)
-        merge_value(to[i], from[i]);
+        merge_value(to[i], from[i], base ? &(*base)[i] : nullptr);
 }
 
 // --- Shapes: the series' outer label (route, upstream, limiter) and where each part is. ---
@@ -372,21 +379,28 @@ const char* type_name(metric_kind k) {
     return "untyped";
 }
 
-// Carries one metric's values from the old config's positions to the new one's by name.
+// Carries one metric's values (less `base`'s, when given: `from`'s shape) from the old config's
+// positions to the new one's by name.
 template <class S>
-void carry(S& to, const S& from, const std::vector<std::optional<std::size_t>>& source) {
+void carry(S& to, const S& from, const S* base,
+           const std::vector<std::optional<std::size_t>>& source) {
+    using V = typename shape_traits<S>::value;
     for (std::size_t i = 0; i < source.size(); ++i) {
         if (!source[i]) continue;
-        if constexpr (std::is_base_of_v<lazy_slots<typename shape_traits<S>::value>, S>) {
-            if (const auto* v = from.get(*source[i])) merge_value(to.at(i), *v);
+        if constexpr (std::is_base_of_v<lazy_slots<V>, S>) {
+            const V* b = base ? base->get(*source[i]) : nullptr;
+            if (const auto* v = from.get(*source[i])) merge_value(to.at(i), *v, b);
         } else {
-            merge_value(to[i], from[*source[i]]);
+            const V* b = base ? &(*base)[*source[i]] : nullptr;
+            merge_value(to[i], from[*source[i]], b);
         }
     }
 }
 template <class T>
-void carry(one<T>& to, const one<T>& from, const std::vector<std::optional<std::size_t>>&) {
-    merge_value(to, from);
+void carry(one<T>& to, const one<T>& from, const one<T>* base,
+           const std::vector<std::optional<std::size_t>>&) {
+    const T* b = base;
+    merge_value(to, from, b);
 }
 
 // For each new position, the old position of the same name (if any).
@@ -417,26 +431,42 @@ std::vector<std::string> keys(const Map& m) {
     return out;
 }
 
-}  // namespace
-
-void loop_metrics::carry_over(const loop_metrics& old, const config::config& old_cfg,
-                              const config::config& new_cfg) {
+// Adds the loop metrics of `from` (`old_cfg`'s shape; less `base`'s when given) into `to`
+// (`new_cfg`'s) by name: the counters declared carried; without a base, the Redis totals too
+// (the connections' totals, which outlive runtimes: a reload's metrics start from what was
+// stored, not 0, until the loop stores them again) and with `every`, all the rest.
+void add_by_name(loop_metrics& to, const loop_metrics& from, const loop_metrics* base,
+                 const config::config& old_cfg, const config::config& new_cfg, bool every) {
     auto routes = positions_by_name(route_names(old_cfg), route_names(new_cfg));
     routes.push_back(old_cfg.routes.size());  // "no route" is the slot after the last route
     auto limiters = positions_by_name(keys(old_cfg.limiters), keys(new_cfg.limiters));
     auto upstreams = positions_by_name(keys(old_cfg.upstreams), keys(new_cfg.upstreams));
     for_each_metric([&](const metric_info&, auto member, auto carried) {
-        if constexpr (carried && std::is_same_v<owner_of<decltype(member)>, loop_metrics>) {
-            using S = std::remove_cvref_t<decltype(old.*member)>;
+        if constexpr (std::is_same_v<owner_of<decltype(member)>, loop_metrics>) {
+            using S = std::remove_cvref_t<decltype(from.*member)>;
+            constexpr bool total = std::is_same_v<typename shape_traits<S>::value, published_total>;
+            if (!carried && (base || !(total || every))) return;
             std::string_view group = shape_traits<S>::group;
-            carry(this->*member, old.*member,
+            carry(to.*member, from.*member, base ? &(base->*member) : nullptr,
                   group == "routes"     ? routes
                   : group == "limiters" ? limiters
                                         : upstreams);
         }
     });
+}
+
+}  // namespace
+
+void loop_metrics::carry_over(const loop_metrics& old, const config::config& old_cfg,
+                              const config::config& new_cfg, carry_mode mode) {
+    add_by_name(*this, old, nullptr, old_cfg, new_cfg, mode == carry_mode::view);
     // Until the loop publishes again, readiness stays what it was (not "never checked").
     redis_state.store(old.redis_state.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+void loop_metrics::fold_since(const loop_metrics& old, const loop_metrics& base,
+                              const config::config& old_cfg, const config::config& new_cfg) {
+    add_by_name(*this, old, &base, old_cfg, new_cfg, false);
 }
 
 std::string render_metrics(const config::config& cfg, const process_metrics& process,

@@ -34,8 +34,9 @@ class histogram {
         0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5};
     void observe_us(double us);
     std::array<std::uint64_t, bounds.size() + 1> buckets() const;  ///< non-cumulative, +Inf last
-    /// Adds `other`'s observations (the writer's thread only).
-    void merge(const histogram& other);
+    /// Adds `other`'s observations, less `base`'s when given (a copy merged from `other`
+    /// earlier: what was added already). The writer's thread only.
+    void merge(const histogram& other, const histogram* base = nullptr);
     std::uint64_t count() const { return count_.get(); }
     double sum_seconds() const { return static_cast<double>(sum_us_.get()) / 1e6; }
 
@@ -62,13 +63,20 @@ class status_counters {
         }
         overflow_[std::min(status / 100, 5u)].add();
     }
-    /// Adds `other`'s counts (the writer's thread only).
-    void merge(const status_counters& other) {
+    /// Adds `other`'s counts, less `base`'s when given (a copy merged from `other` earlier:
+    /// what was added already), status by status. The writer's thread only.
+    void merge(const status_counters& other, const status_counters* base = nullptr) {
         for (std::size_t i = 0; i < slots; ++i)
             if (auto s = other.status_[i].load(std::memory_order_acquire))
-                if (auto n = other.count_[i].get()) add_n(s, n);
+                if (auto n = other.count_[i].get() - (base ? base->count_of(s) : 0)) add_n(s, n);
         for (std::size_t c = 0; c < overflow_.size(); ++c)
-            overflow_[c].add(other.overflow_[c].get());
+            overflow_[c].add(other.overflow_[c].get() - (base ? base->overflow_[c].get() : 0));
+    }
+    /// The count of `status` in its exact slot (0 when it has none).
+    std::uint64_t count_of(unsigned status) const {
+        for (std::size_t i = 0; i < slots; ++i)
+            if (status_[i].load(std::memory_order_acquire) == status) return count_[i].get();
+        return 0;
     }
     /// Calls f(label, count) for every status seen: "200", …, then "4xx"-style overflow labels.
     template <class F>
@@ -315,11 +323,24 @@ struct loop_metrics {
     }
     std::atomic<int> redis_state{-1};  ///< -1 not configured, 0 connected, 1 degraded, 2 down
 
-    /// Carries the metrics declared `carried` of `old` (the previous config's metrics of this
-    /// loop) into these, by route, limiter and upstream name, so counters of the process survive
-    /// a reload (SPEC §5). Runs on the loop's thread before the new runtime is installed.
+    /// What carry_over takes from the other metrics.
+    enum class carry_mode {
+        reload,  ///< the counters declared `carried`, the Redis totals and state
+        view,    ///< every metric, gauges included, and the Redis state
+    };
+    /// Adds `old`'s metrics (another config's: `old_cfg`; these are `new_cfg`'s) into these, by
+    /// route, limiter and upstream name. `reload`: the previous runtime's metrics of this loop,
+    /// on the loop's thread before the new runtime is installed, so counters of the process
+    /// survive a reload (SPEC §5). `view`: into a copy the admin thread renders a loop with that
+    /// has not installed the config in force yet (`old` is read while its loop writes it).
     void carry_over(const loop_metrics& old, const config::config& old_cfg,
-                    const config::config& new_cfg);
+                    const config::config& new_cfg, carry_mode mode = carry_mode::reload);
+    /// Adds what the counters declared `carried` of `old` counted since `base` was made from
+    /// them (carry_over(old, old_cfg, old_cfg) at the reload that carried `old` into the next
+    /// runtime), by name: the requests that ended on a replaced runtime after the reload. On
+    /// the loop's thread, into the runtime in force.
+    void fold_since(const loop_metrics& old, const loop_metrics& base,
+                    const config::config& old_cfg, const config::config& new_cfg);
 
     /// The keys this loop limited most (published by the loop's ticker, read by the admin).
     void set_top(admin::space_saving s) const {

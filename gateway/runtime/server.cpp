@@ -162,18 +162,34 @@ void server::start() {
 
 template <class F>
 std::string server::with_loops(F render) const {
+    // Every loop is read, under its hold (no install meanwhile: a scrape never straddles the
+    // moment a reload moves a loop's counts to its new metrics). The config is read after the
+    // loops: each loop is on it or, a reload in progress, on an older one, whose metrics are
+    // shown in this config's shape by name (a view) rather than left out of the sums.
+    std::vector<std::unique_lock<std::mutex>> locks;
+    std::vector<
+        std::pair<std::shared_ptr<const config::config>, std::shared_ptr<const loop_metrics>>>
+        on;
+    for (const auto& w : workers_) {
+        auto [lock, loop_cfg, metrics] = w->hold();
+        locks.push_back(std::move(lock));
+        on.emplace_back(std::move(loop_cfg), std::move(metrics));
+    }
     std::shared_ptr<const config::config> cfg;
     {
         std::lock_guard lock(mutex_);
         cfg = cfg_;
     }
-    // Each loop's metrics are held while rendering; a loop that has not installed the newest
-    // config yet (a reload in progress) is left out of this scrape.
     std::vector<std::shared_ptr<const loop_metrics>> held;
     std::vector<const loop_metrics*> loops;
-    for (const auto& w : workers_) {
-        auto [loop_cfg, metrics] = w->snapshot();
-        if (loop_cfg != cfg) continue;
+    for (auto& [loop_cfg, metrics] : on) {
+        if (loop_cfg != cfg) {
+            auto view = std::make_shared<loop_metrics>(cfg->routes.size(), cfg->limiters.size(),
+                                                       cfg->upstreams.size());
+            view->carry_over(*metrics, *loop_cfg, *cfg, loop_metrics::carry_mode::view);
+            view->set_top(metrics->top());
+            metrics = std::move(view);
+        }
         loops.push_back(metrics.get());
         held.push_back(std::move(metrics));
     }

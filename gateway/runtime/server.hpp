@@ -72,7 +72,8 @@ class server {
     mutable std::mutex mutex_;                        ///< guards cfg_/policy_ for reload and admin
     process_metrics process_;  ///< open connections and reloads (RATEGATE_METRICS)
     const std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-    /// Calls `render` with the config in force and the metrics of every loop running it.
+    /// Calls `render` with the config in force and the metrics of every loop, in its shape (a
+    /// loop still on an older config is shown by name), each loop's install held off meanwhile.
     template <class F>
     std::string with_loops(F render) const;
     std::unique_ptr<limiters::local_store> local_;  ///< shared in-process limiter state

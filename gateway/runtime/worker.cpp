@@ -132,18 +132,21 @@ worker::worker(std::shared_ptr<const config::config> c, std::atomic<std::size_t>
     install(std::move(c), std::move(policy));
 }
 
+runtime::~runtime() {
+    worker* w = replaced_on;
+    if (!carried || !w || !w->rt || w->rt.get() == this) return;
+    try {
+        w->rt->metrics->fold_since(*metrics, *carried, *cfg, *w->rt->cfg);
+    } catch (const std::exception& e) {
+        spdlog::error("loop {}: counts of a replaced config lost: {}", w->index, e.what());
+    }
+}
+
 namespace {
 // Holds the runtime (its pipeline, backend and policy) until the give-back call is answered.
-// The old runtime counts the permits, but the new one carried its counters over already: what
-// the call added goes to the runtime current by then.
-net::awaitable<void> give_back_leases_of(std::shared_ptr<runtime> old, worker& w) {
-    auto& m = *old->metrics;
-    auto given = m.lease_permits_given_back.get(), expired = m.lease_permits_expired.get();
+// The old runtime counts the permits; they fold into the runtime in force when it ends.
+net::awaitable<void> give_back_leases_of(std::shared_ptr<runtime> old) {
     co_await old->limits->give_back_leases();
-    if (auto now = w.rt; now && now != old) {
-        now->metrics->lease_permits_given_back.add(m.lease_permits_given_back.get() - given);
-        now->metrics->lease_permits_expired.add(m.lease_permits_expired.get() - expired);
-    }
 }
 }  // namespace
 
@@ -177,9 +180,6 @@ void worker::install(std::shared_ptr<const config::config> c,
             next->tls = rt->tls;
         }
     }
-    // Counters of the process survive the reload (SPEC §5). Requests still finishing on the old
-    // runtime after this point count there and are not carried.
-    if (rt) next->metrics->carry_over(*rt->metrics, *rt->cfg, *next->cfg);
     const bool redis_clock =
         next->cfg->redis && next->cfg->redis->clock == config::redis_config::clock_source::redis;
     if (next->cfg->redis && (!redis.empty() || cluster)) {
@@ -221,15 +221,41 @@ void worker::install(std::shared_ptr<const config::config> c,
     }
     // The old pipeline's unspent lease permits go back to Redis now; its requests still in
     // flight finish on it, and what they take after this is dropped with it.
-    if (rt && rt->limits) net::co_spawn(ioc, give_back_leases_of(rt, *this), net::detached);
-    std::lock_guard lock(rt_mutex_);
-    rt = std::move(next);
+    if (rt && rt->limits) net::co_spawn(ioc, give_back_leases_of(rt), net::detached);
+    std::shared_ptr<runtime> old;
+    {
+        // Counters of the process survive the reload (SPEC §5): the new metrics start from the
+        // old ones, and what requests still finishing on the old runtime count there after
+        // this folds in when it ends (~runtime). Nothing runs on this loop in between, and no
+        // scrape reads across the swap (hold).
+        std::lock_guard lock(rt_mutex_);
+        if (rt) {
+            next->metrics->carry_over(*rt->metrics, *rt->cfg, *next->cfg);
+            auto& m = *rt->metrics;
+            auto carried =
+                std::make_unique<loop_metrics>(m.dims.routes, m.dims.limiters, m.dims.upstreams);
+            carried->carry_over(m, *rt->cfg, *rt->cfg);
+            rt->carried = std::move(carried);
+            rt->replaced_on = this;
+        }
+        old = std::exchange(rt, std::move(next));
+    }
+    old.reset();  // folds in now unless a request still holds it
 }
 
 std::pair<std::shared_ptr<const config::config>, std::shared_ptr<const loop_metrics>>
 worker::snapshot() const {
     std::lock_guard lock(rt_mutex_);
     return {rt->cfg, rt->metrics};
+}
+
+std::tuple<std::unique_lock<std::mutex>, std::shared_ptr<const config::config>,
+           std::shared_ptr<const loop_metrics>>
+worker::hold() const {
+    std::unique_lock lock(rt_mutex_);
+    auto cfg = rt->cfg;
+    auto metrics = rt->metrics;
+    return {std::move(lock), std::move(cfg), std::move(metrics)};
 }
 
 void worker::start() {

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "config/config.hpp"
@@ -35,6 +36,8 @@ class context;
 
 namespace rategate::gateway {
 
+class worker;
+
 /// Everything that follows the config: swapped whole on reload. A request takes a snapshot at
 /// its start and finishes on it; new requests see the new one.
 struct runtime {
@@ -51,8 +54,18 @@ struct runtime {
     std::unique_ptr<identity::jwt_verifier> jwt;        ///< identity.user.jwt, when configured
     std::unique_ptr<identity::token_cache> jwt_cache;   ///< this loop's verified tokens
     identity::settings client_ip;  ///< how the client address is found (points into cfg)
+    /// Set by the reload that replaces this runtime (worker::install): what its counters held
+    /// then, which the next runtime's metrics started from, and the worker whose runtime in
+    /// force takes what they count after it (requests still in flight here).
+    std::unique_ptr<const loop_metrics> carried;
+    worker* replaced_on = nullptr;
 
     runtime(std::shared_ptr<const config::config> c, std::shared_ptr<const limiters::policy> p);
+    /// On the loop's thread, when the last request on it has ended: a replaced runtime folds
+    /// what its counters took since the reload into the runtime in force (SPEC §5).
+    ~runtime();
+    runtime(const runtime&) = delete;
+    runtime& operator=(const runtime&) = delete;
     /// The pool of upstream `name` (validated to exist by the config loader).
     upstream_pool& pool(const std::string& name) { return *pools.at(name); }
     std::size_t route_index(const config::route_config& r) const {
@@ -93,7 +106,7 @@ class worker {
     /// Why not ("" when up).
     std::string redis_error() const;
     /// The runtime in force. Replaced only on this loop's thread (install); other threads read
-    /// it through snapshot(), under `rt_mutex_` — the request path takes no lock.
+    /// it through snapshot() or hold(), under `rt_mutex_` — the request path takes no lock.
     std::shared_ptr<runtime> rt;
     std::atomic<std::size_t>& open_connections;
     std::optional<boost::asio::ip::tcp::acceptor> acceptor;
@@ -107,6 +120,12 @@ class worker {
     /// a runtime must be destroyed on its own loop's thread.
     std::pair<std::shared_ptr<const config::config>, std::shared_ptr<const loop_metrics>> snapshot()
         const;
+    /// snapshot(), and a lock that holds off this loop's next install while the caller reads
+    /// the metrics (a scrape: a few ms): what the replaced runtime counts after an install is
+    /// out of sight until it ends and folds in, so no read may straddle one.
+    std::tuple<std::unique_lock<std::mutex>, std::shared_ptr<const config::config>,
+               std::shared_ptr<const loop_metrics>>
+    hold() const;
 
     /// A relay buffer of relay_buffer_size bytes from this thread's free list.
     std::unique_ptr<char[]> take_buffer();

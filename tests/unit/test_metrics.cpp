@@ -184,7 +184,7 @@ TEST_CASE("metrics: a reload carries the declared counters over by name, not the
     old.redis_latency.observe_us(10);
     old.websocket_tunnels.add(6);
     old.websocket_tunnels_open.store(2);
-    old.redis_commands.store(7);  // the connection's total: published again, not carried
+    old.redis_commands.store(7);  // the connection's total: the start until published again
     old.cache_entries.store(8);
     old.redis_state.store(1);
     auto next = metrics_of(*new_cfg);
@@ -204,9 +204,71 @@ TEST_CASE("metrics: a reload carries the declared counters over by name, not the
     CHECK(next.redis_latency.count() == 1);
     CHECK(next.websocket_tunnels.get() == 6);
     CHECK(next.websocket_tunnels_open.load() == 0);
-    CHECK(next.redis_commands.load() == 0);
+    CHECK(next.redis_commands.load() == 7);  // never 0 between a reload and the next store
     CHECK(next.cache_entries.load() == 0);
     CHECK(next.redis_state.load() == 1);
     for (const auto& info : gateway::metric_table)
         if (info.kind == gateway::metric_kind::gauge) CHECK_FALSE(info.carried);
+}
+
+TEST_CASE("metrics: what a replaced runtime counts after the reload folds in once, by name") {
+    auto old_cfg = make_config("rest");
+    auto new_cfg = make_config("renamed");
+    auto old = metrics_of(*old_cfg);
+    old.request(0, 200);
+    old.request(0, 503);
+    old.request_latency.at(0).observe_us(100);
+    old.limiter_decisions[1][at(limiter_outcome::allowed)].add(2);
+    old.redis_calls.add(1);
+    // The reload: the next runtime's metrics start from these, and `base` keeps what they were.
+    auto next = metrics_of(*new_cfg);
+    next.carry_over(old, *old_cfg, *new_cfg);
+    auto base = metrics_of(*old_cfg);
+    base.carry_over(old, *old_cfg, *old_cfg);
+    // Requests still in flight on the old runtime end there; new ones count in the next.
+    old.request(0, 200);
+    old.request(0, 404);  // a status first seen after the reload
+    old.request(1, 200);  // "rest": gone from the new config
+    old.request_latency.at(0).observe_us(1e6);
+    old.limiter_decisions[1][at(limiter_outcome::allowed)].add(3);
+    old.redis_calls.add(4);
+    old.cache_entries.store(9);  // a gauge: never folded
+    next.request(0, 200);
+    next.fold_since(old, base, *old_cfg, *new_cfg);
+    std::vector<std::string> statuses;
+    next.requests_.get(0)->for_each([&](const std::string& s, std::uint64_t n) {
+        statuses.push_back(s + "=" + std::to_string(n));
+    });
+    CHECK(statuses == std::vector<std::string>{"200=3", "503=1", "404=1"});
+    CHECK(next.requests_.get(1) == nullptr);
+    CHECK(next.request_latency.get(0)->count() == 2);
+    CHECK(next.request_latency.get(0)->buckets().back() == 0);  // 1 s is the 1 s bucket
+    CHECK(next.limiter_decisions[1][at(limiter_outcome::allowed)].get() == 5);
+    CHECK(next.redis_calls.get() == 5);
+    CHECK(next.cache_entries.load() == 0);
+}
+
+TEST_CASE("metrics: a view shows a loop's metrics, gauges too, in another config's shape") {
+    auto old_cfg = make_config("rest");
+    auto new_cfg = make_config("renamed");
+    auto old = metrics_of(*old_cfg);
+    old.request(0, 200);
+    old.request(1, 200);
+    old.redis_calls.add(2);
+    old.cache_entries.store(3);
+    old.redis_commands.store(4);
+    old.redis_state.store(0);
+    gateway::process_metrics process;
+    auto view = metrics_of(*new_cfg);
+    view.carry_over(old, *old_cfg, *new_cfg, gateway::loop_metrics::carry_mode::view);
+    auto text = gateway::render_metrics(*new_cfg, process, {&view});
+    CHECK(samples(text, "rategate_requests_total") ==
+          std::vector<std::string>{R"(rategate_requests_total{route="api",status="200"} 1)"});
+    CHECK(samples(text, "rategate_redis_calls_total") ==
+          std::vector<std::string>{"rategate_redis_calls_total 2"});
+    CHECK(samples(text, "rategate_over_limit_cache_entries") ==
+          std::vector<std::string>{"rategate_over_limit_cache_entries 3"});
+    CHECK(samples(text, "rategate_redis_commands_total") ==
+          std::vector<std::string>{"rategate_redis_commands_total 4"});
+    CHECK(view.redis_state.load() == 0);
 }
