@@ -106,18 +106,10 @@ boost::asio::awaitable<relay_result> relay(
     bool head_sent = false, buffer_tried = false;
     for (;;) {
         std::size_t produced = 0;
-        if (!is_request && !head_sent && !p.is_done() && (in_buf.size() == 0 || buffer_tried)) {
-            std::array<boost::asio::const_buffer, 1> alone{boost::asio::buffer(head)};
-            boost::system::error_code wec;
-            if (!detail::write_now(out, alone, wec))
-                wec = co_await detail::write_rest(out, alone, write_timeout);
-            if (wec) {
-                r.write = wec;
-                co_return r;
-            }
-            head_sent = true;
-        }
-        if (!p.is_done()) {
+        // A response's head alone, before a read that would wait for the upstream.
+        const bool head_alone =
+            !is_request && !head_sent && !p.is_done() && (in_buf.size() == 0 || buffer_tried);
+        if (!head_alone && !p.is_done()) {
             body.data = buf;
             body.size = buf_size;
             in.timer.expires_after(read_timeout);
