@@ -6,7 +6,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/error.hpp>
-#include <utility>
 
 #include "gateway/http/error_response.hpp"
 #include "gateway/http/http_head.hpp"
@@ -68,16 +67,12 @@ struct head_failure {
 // Reads the upstream's next response head into `up.buffer` and parses it into `up.head` (the
 // bytes stay in the buffer until consumed). A close before any byte is `end_of_stream`, within
 // the head `partial_message` (so a stale pooled connection is recognised).
-// `sent_now`: the request went to the kernel in this same handler (write_now), so nothing has
-// run the event loop since: the response's readiness event is still ahead, and the first read
-// waits for it instead of trying a read first (Asio's speculative read, which finds nothing
-// yet and costs a system call). Any later read tries first, as an edge may have been taken.
+// A connection taken from the pool still has its idle watch queued (upstream_pool::release):
+// this read queues behind it, with no read tried first and no re-arm (no system call).
 net::awaitable<head_failure> read_response_head(upstream_connection& up,
-                                                std::chrono::milliseconds timeout,
-                                                bool sent_now = false) {
+                                                std::chrono::milliseconds timeout) {
     auto& head = up.head;
     up.io.timer.expires_after(timeout);
-    bool wait_first = sent_now && !up.io.tls;
     for (;;) {
         auto parsed =
             h1::parse_response_head(buffer_view(up.buffer), max_response_head_bytes, head);
@@ -87,20 +82,6 @@ net::awaitable<head_failure> read_response_head(upstream_connection& up,
             co_return head_failure{{}, std::string("malformed response head: ") + parsed.reason};
         if (parsed.status == state::too_large)
             co_return head_failure{http::error::header_limit, {}};
-        if (std::exchange(wait_first, false)) {
-            auto [wec] = co_await up.io.socket.async_wait(net::socket_base::wait_read, use_nothrow);
-            error_code ec = wec;
-            std::size_t n = ec ? 0 : up.io.socket.read_some(up.buffer.prepare(16 * 1024), ec);
-            if (ec == net::error::would_block || ec == net::error::try_again) continue;
-            if (ec == net::error::eof)
-                ec = up.buffer.size() ? http::error::partial_message : http::error::end_of_stream;
-            if (ec && up.io.timer.expired()) ec = net::error::timed_out;
-            if (ec) co_return head_failure{ec, {}};
-            up.buffer.commit(n);
-            up.read_now = true;
-            continue;
-        }
-        up.read_now = false;
         auto [ec, n] = co_await up.io.async_read_some(up.buffer.prepare(16 * 1024), use_nothrow);
         if (ec == net::error::eof)
             ec = up.buffer.size() ? http::error::partial_message : http::error::end_of_stream;
@@ -261,12 +242,10 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     const auto sent_at = std::chrono::steady_clock::now();
     for (int attempt = 0;; ++attempt) {
         relay_result sent;
-        bool sent_now = false;  // written in this handler: see read_response_head
         if (parser.is_done()) {
             // No body: the head alone, offered to the kernel at once (no coroutine).
             std::array<net::const_buffer, 1> head{net::buffer(up->request_head)};
-            sent_now = detail::write_now(up->io, head, sent.write);
-            if (!sent_now)
+            if (!detail::write_now(up->io, head, sent.write))
                 sent.write = co_await detail::write_rest(up->io, head, up_cfg.response_timeout);
         } else {
             sent =
@@ -287,7 +266,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         head_failure failure{sent.write, {}};
         record.bytes_in = sent.body_bytes;
         record.upstream = pool.target_name(up->target);
-        if (!failure) failure = co_await read_response_head(*up, up_cfg.response_timeout, sent_now);
+        if (!failure) failure = co_await read_response_head(*up, up_cfg.response_timeout);
         // Interim 1xx responses (other than 101) are consumed: we answered Expect ourselves.
         while (!failure && up->head.status / 100 == 1 && up->head.status != 101) {
             up->buffer.consume(up->head.length);
@@ -351,7 +330,6 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     append_response_head(up->response_head, res, rw);
     relay_result got;
     bool upstream_done = true;
-    bool read_now = false;  // the whole answer was read and relayed in this handler
     if (framing.body == h1::body_framing::none || res.sized()) {
         // No body, or Content-Length: relayed byte for byte, no parser.
         const std::uint64_t length =
@@ -361,10 +339,8 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
             // All of it is here: head and body offered to the kernel at once (no coroutine).
             std::array<net::const_buffer, 2> pieces{net::buffer(up->response_head),
                                                     net::buffer(up->buffer.data().data(), length)};
-            const bool written = detail::write_now(client, pieces, got.write);
-            if (!written)
+            if (!detail::write_now(client, pieces, got.write))
                 got.write = co_await detail::write_rest(client, pieces, limits.idle_timeout);
-            read_now = up->read_now && written;
             up->buffer.consume(length);
             got.body_bytes = length;
         } else {
@@ -396,7 +372,7 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
         co_return false;  // the status line is already out: closing is the only signal left
     }
     // Shutting down: no connection goes back to the pool (the loop ends once all are closed).
-    if (upstream_keep_alive && upstream_done && !w.stopping) pool.release(std::move(up), read_now);
+    if (upstream_keep_alive && upstream_done && !w.stopping) pool.release(std::move(up));
     co_return client_keep_alive;
 }
 

@@ -23,22 +23,13 @@ namespace {
 
 constexpr auto use_nothrow = net::as_tuple(net::use_awaitable);
 
-// A pooled connection the upstream has closed (or sent unsolicited bytes on) reads as
-// readable; a healthy idle one would block.
-bool is_alive(tcp::socket& s) {
-    char byte;
-    auto n = ::recv(s.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK;
-    return false;
-}
-
 }  // namespace
 
 upstream_pool::upstream_pool(net::any_io_executor ex, deadline_sweeper& sweeper,
                              const config::upstream_config& cfg)
     : ex_(std::move(ex)), sweeper_(sweeper), cfg_(cfg) {
     for (const auto& t : cfg_.targets)
-        targets_.push_back({t, t.to_string(), {}, {}});
+        targets_.push_back({t, t.to_string(), {}, {}, {}, false, {}, 0, {}});
     // "h2" is HTTP/2 over TLS: the upstream's tls block, or the defaults (SPEC §3).
     if (cfg_.tls || cfg_.protocol == config::upstream_protocol::h2)
         tls_ = make_client_tls(cfg_.tls.value_or(config::tls_client_config{}));
@@ -58,11 +49,9 @@ std::unique_ptr<upstream_connection> upstream_pool::take_idle(std::size_t target
     auto& ts = targets_[target];
     if (ts.idle.empty()) return nullptr;
     // Every pooled connection is live: its watch (release()) takes out one that got bytes or
-    // a close. Cancelling the watch is no system call.
+    // a close. The watch stays queued (see release); its id no longer matches a pooling.
     auto c = std::move(ts.idle.back());
     ts.idle.pop_back();
-    boost::system::error_code ignored;
-    c->io.socket.cancel(ignored);
     c->watch = 0;
     c->reused = true;
     return c;
@@ -145,13 +134,14 @@ net::awaitable<std::unique_ptr<upstream_connection>> upstream_pool::acquire(
     co_return c;
 }
 
-void upstream_pool::release(std::unique_ptr<upstream_connection> c, bool read_now) {
+void upstream_pool::release(std::unique_ptr<upstream_connection> c) {
     auto& ts = targets_[c->target];
     if (ts.idle.size() >= cfg_.max_idle_per_target || c->buffer.size() != 0) return;  // closes it
-    if (!read_now && !is_alive(c->io.socket)) return;
     c->io.timer.expires_never();
-    // The watch: a wait for readability (queued in the reactor, no system call), cancelled by
-    // take_idle. It completing means bytes or a close came: out of the pool.
+    // The watch: a wait for readability. Its completing while this pooling lasts means bytes
+    // or a close came: out of the pool. Left queued when the connection is taken, it completes
+    // with the response (ignored then) and the response's read, queued behind it, tries no
+    // read first: the wait's one epoll_ctl takes the place of that read's EAGAIN.
     c->watch = ++watches_;
     c->io.socket.async_wait(
         tcp::socket::wait_read,

@@ -26,10 +26,7 @@ struct upstream_connection {
     timed_socket io;
     boost::beast::flat_buffer buffer;
     std::size_t target = 0;
-    bool reused = false;  ///< came from the idle pool (may be stale)
-    /// The last read was a plain read in the handler now running (no event loop turn since):
-    /// see upstream_pool::release.
-    bool read_now = false;
+    bool reused = false;                      ///< came from the idle pool (may be stale)
     std::string request_head, response_head;  ///< serialized heads, storage reused per exchange
     h1::response_head head;                   ///< the upstream's last response head, parsed
     /// While pooled: the id of the readiness wait that takes it out of the pool when bytes or
@@ -78,11 +75,11 @@ class upstream_pool {
     /// it when the pool is full or holds unread bytes). A pooled connection is watched: bytes
     /// or a close arriving while it is idle (a sloppy upstream's extra bytes, its keep-alive
     /// timeout) take it out at once, so no request reads them as its response (nginx's
-    /// keep-alive cache does the same). The watch sees what arrives once it is set; with
-    /// `read_now` false (the event loop may have run since the connection's last read, and
-    /// taken the readiness event of bytes that came meanwhile) a probe (one system call)
-    /// checks first.
-    void release(std::unique_ptr<upstream_connection> c, bool read_now = false);
+    /// keep-alive cache does the same). The watch is a readiness wait: Asio re-arms the socket
+    /// for it (one epoll_ctl, which also reports bytes that came before), and it stays queued
+    /// when the connection is taken, so the response's read queues behind it with no read
+    /// tried first.
+    void release(std::unique_ptr<upstream_connection> c);
 
     /// Closes every idle connection (HTTP/2 ones once their streams end).
     void close_idle();
