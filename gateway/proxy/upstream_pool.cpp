@@ -147,7 +147,7 @@ void upstream_pool::release(std::unique_ptr<upstream_connection> c) {
         tcp::socket::wait_read,
         [this, life = std::weak_ptr<char>(life_), target = c->target, raw = c.get(),
          id = c->watch](const boost::system::error_code& ec) {
-            if (ec || life.expired()) return;  // cancelled (taken, closed) or the pool is gone
+            if (ec || life.expired()) return;  // the socket closed, or the pool is gone
             auto& idle = targets_[target].idle;
             // Found only while this pooling lasts: pointers are compared, ids then read.
             std::erase_if(idle, [&](const auto& p) { return p.get() == raw && p->watch == id; });
