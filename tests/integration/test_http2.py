@@ -230,7 +230,9 @@ class Http2(GatewayTest):
             "upstreams": {"demo": {"targets": ["127.0.0.1:%d" % self.up.port]},
                           "down": {"targets": ["127.0.0.1:%d" % free_port()]}},  # nothing listens
             "identity": {"user": {"header": "X-User-Id"}},
-            "limiters": {"per-user": {"scope": "user", "algorithm": "fixed_window",
+            # A sliding-window log has no window boundary for a test to straddle (a fixed window's count
+            # starts again at each minute, and then a sixth request passes).
+            "limiters": {"per-user": {"scope": "user", "algorithm": "sliding_window_log",
                                       "rules": [{"limit": 5, "window": "1m"}]}},
             "routes": [{"name": "lim", "match": {"path_prefix": "/lim"}, "upstream": "demo",
                         "limiters": ["per-user"], "on_limit": {"status": 429, "message": "slow down, 100% sure"}},
