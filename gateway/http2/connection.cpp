@@ -168,6 +168,13 @@ int connection::on_frame_recv(nghttp2_session*, const nghttp2_frame* f, void* se
                       });
         return 0;
     }
+    if (f->hd.type == NGHTTP2_HEADERS && !end) {
+        // RFC 9113 §8.1: trailers end the stream; DATA after them would be a malformed request.
+        c.reset(*s, NGHTTP2_PROTOCOL_ERROR);
+        s->wake.notify();
+        s->wake_in.notify();
+        return 0;
+    }
     if (end) {
         // RFC 9113 §8.1.1: DATA must add up to content-length.
         if (auto cl = s->head.content_length(); cl && *cl != s->body_received) {

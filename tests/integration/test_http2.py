@@ -464,11 +464,16 @@ class Http2(GatewayTest):
         # controls an HTTP/1.1 client could not send either (RFC 9110 5.5), in the user id
         c.request(23, base_headers("/api/anything") + [("x-user-id", "\x1b[2Jalice")])
         c.request(25, base_headers("/api/anything") + [("x-a", "a\x01b\x7f")])
+        # trailers that do not end the stream (RFC 9113 §8.1), then more DATA
+        c.request(27, base_headers("/api/anything", "POST"), end_stream=False)
+        c.send(DataFrame(27, b"12345"))
+        c.request(27, [("x-trailer", "1")], end_stream=False)
+        c.send(DataFrame(27, b"more", flags=["END_STREAM"]))
         frames = c.collect(lambda fs: all(reset_of(fs, s) or status_of(fs, s)
-                                          for s in list(cases) + [15, 17, 19, 23, 25])
+                                          for s in list(cases) + [15, 17, 19, 23, 25, 27])
                            and any(isinstance(f, DataFrame) and f.stream_id == 21 and "END_STREAM" in f.flags
                                    for f in fs))
-        for sid in list(cases) + [15, 17, 23, 25]:
+        for sid in list(cases) + [15, 17, 23, 25, 27]:
             self.assertEqual(reset_of(frames, sid), PROTOCOL_ERROR, "stream %d" % sid)
             self.assertIsNone(status_of(frames, sid), "stream %d" % sid)
         self.assertEqual(status_of(frames, 19), 400)
