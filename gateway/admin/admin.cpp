@@ -1,6 +1,8 @@
 #include "gateway/admin/admin.hpp"
 
 #include "gateway/admin/dashboard_page.hpp"
+#include "gateway/http/error_response.hpp"
+#include "gateway/http/request_normaliser.hpp"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
@@ -57,7 +59,18 @@ struct admin_server::impl {
         http::response<http::string_body> res{http::status::ok, req.version()};
         res.set(http::field::server, "rategate-admin");
         res.keep_alive(req.keep_alive());
-        auto path = std::string(req.target().substr(0, req.target().find('?')));
+        // The main listener's rules for the request line and Host (RFC 9112 §3.2): an
+        // HTTP/1.1 request without one Host is a 400, an absolute-form target is served.
+        auto normalised =
+            h1::normalise_request({req.method_string(), req.target(), req.version(),
+                                   req.count(http::field::host), req[http::field::host]});
+        if (normalised.error) {
+            auto err = make_error_response(normalised.error->status, normalised.error->code,
+                                           normalised.error->message, false, req.version());
+            err.set(http::field::server, "rategate-admin");
+            return err;
+        }
+        const std::string& path = normalised.request->path;
         if (req.method() != http::verb::get && req.method() != http::verb::head) {
             res.result(http::status::method_not_allowed);
             res.set(http::field::content_type, "application/json");

@@ -1,5 +1,7 @@
 #include "gateway/proxy/session.hpp"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -145,8 +147,9 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
     std::string refusal_wire;      // a refusal's bytes, storage reused by the connection
     bool first = true;
     // HTTPS: the handshake counts toward header_timeout: the handshake, the wait for the first
-    // request and its header block all end by one deadline. A failed handshake (a plain-HTTP
-    // request included) closes the connection. The session keeps the context it started with.
+    // request and its header block all end by one deadline. A failed handshake closes the
+    // connection; a plain-HTTP request (OpenSSL's SSL_R_HTTP_REQUEST) is first told so with a
+    // cleartext 400, as nginx does. The session keeps the context it started with.
     const auto first_by = coarse_now() + w.rt->cfg->limits.header_timeout;
     const auto tls_context = w.rt->tls;
     if (tls_context) {
@@ -155,6 +158,14 @@ net::awaitable<void> run_session(worker& w, net::ip::tcp::socket socket) {
         auto [ec] =
             co_await client.tls->async_handshake(net::ssl::stream_base::server, use_nothrow);
         if (ec) {
+            if (ec.category() == net::error::get_ssl_category() &&
+                ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_HTTP_REQUEST) {
+                client.tls.reset();  // the answer goes out in cleartext
+                co_await write_error(client, w.rt->cfg->limits.idle_timeout, 400, "bad_request",
+                                     "a plain HTTP request was sent to the HTTPS port", false);
+                close_socket(client);
+                co_return;
+            }
             error_code ignored;
             client.socket.close(ignored);
             co_return;

@@ -279,6 +279,20 @@ class AdminHardening(GatewayTest):
         self.assertEqual(h.status, 200)
         self.assertEqual(r.read_response().json()["status"], "ok")  # HEAD left no body behind
         r.close()
+        # The main listener's request-line rules (RFC 9112 §3.2): an HTTP/1.1 request needs a
+        # Host, an absolute-form target is served, dot segments are resolved.
+        c = Conn(self.admin_port)
+        c.send(b"GET /healthz HTTP/1.1\r\n\r\n")
+        r = c.read_response()
+        self.assertEqual((r.status, r.json()["error"]), (400, "bad_request"))
+        self.assertTrue(c.closed_by_peer(5))
+        c.close()
+        c = Conn(self.admin_port)
+        c.send(b"GET http://admin.test/healthz HTTP/1.1\r\nHost: admin.test\r\n\r\n"
+               b"GET /x/../readyz HTTP/1.1\r\nHost: a\r\n\r\n")
+        self.assertEqual(c.read_response().json()["status"], "ok")
+        self.assertIn(c.read_response().status, (200, 503))  # /readyz, not a 404
+        c.close()
 
     def test_admin_connection_cap(self):
         self.start({"limits": {"header_timeout": "20s"}})

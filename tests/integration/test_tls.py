@@ -2,6 +2,7 @@
 openssl (never committed): curl and Python clients over TLS 1.2 and 1.3, keep-alive, ALPN, a 429
 over TLS, plain HTTP to the TLS port, certificate reload; upstream verification."""
 import http.server
+import json
 import os
 import shutil
 import signal
@@ -185,20 +186,32 @@ class Https(GatewayTest):
         self.assertLess(time.monotonic() - started, 4.0)
         self.assertEqual(self.curl("/after")[0], 200)  # still serving
 
-    def test_plain_http_to_the_tls_port_is_closed(self):
+    def test_plain_http_to_the_tls_port_is_told_400_and_closed(self):
         self.start()
-        with socket.create_connection(("127.0.0.1", self.gw.port), timeout=5) as s:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
-            data = b""
-            try:
-                while True:
-                    chunk = s.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-            except ConnectionResetError:
-                pass
-            self.assertNotIn(b"HTTP/1.1 200", data)
+
+        def exchange(wire):
+            with socket.create_connection(("127.0.0.1", self.gw.port), timeout=5) as s:
+                s.sendall(wire)
+                data = b""
+                try:
+                    while True:
+                        chunk = s.recv(4096)
+                        if not chunk:
+                            break
+                        data += chunk
+                except ConnectionResetError:
+                    pass
+                return data
+
+        # As nginx: a cleartext request gets a cleartext 400 saying why, then the close.
+        data = exchange(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        self.assertTrue(data.startswith(b"HTTP/1.1 400 "), data)
+        head, body = data.split(b"\r\n\r\n", 1)
+        self.assertIn(b"connection: close", head.lower())
+        self.assertEqual(json.loads(body)["error"], "bad_request")
+        self.assertIn("HTTPS port", json.loads(body)["message"])
+        # Bytes that are neither TLS nor HTTP: closed without an answer.
+        self.assertEqual(exchange(b"\x00\x01garbage that is no TLS record\r\n\r\n"), b"")
         self.assertEqual(self.curl("/after")[0], 200)  # still serving
 
     def test_certificate_reload_and_mismatched_pair_keeps_the_old_one(self):
