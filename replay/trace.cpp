@@ -9,6 +9,10 @@ using json = nlohmann::json;
 
 namespace {
 
+constexpr double max_t_ms = 9007199254740.991;  // 2^53 µs
+constexpr long long max_t_ms_whole = 9007199254740;
+constexpr double max_cost = 1e9;
+
 bool iequals_ascii(std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i)
@@ -43,6 +47,12 @@ trace_line parse_trace_line(std::string_view line, std::size_t line_no) {
     auto t = j.find("t_ms");
     if (t == j.end() || !t->is_number()) fail("\"t_ms\" (number) is required");
     out.t_ms = t->get<double>();
+    // The virtual clock counts whole microseconds in a double: past 2^53 µs (the year 2255) they
+    // are no longer exact, and a time such as 1e308 ms is infinite in µs (a limiter's window
+    // index from it crashed the replay). Before the epoch is no time a gateway ever sees.
+    if (!(out.t_ms >= 0 && out.t_ms <= max_t_ms))
+        fail("\"t_ms\" must be between 0 and " + std::to_string(max_t_ms_whole) +
+             " (milliseconds since the Unix epoch)");
     // A string field that may be absent; present, it must be a string.
     auto string_field = [&](const char* key) -> std::optional<std::string> {
         auto it = j.find(key);
@@ -68,6 +78,9 @@ trace_line parse_trace_line(std::string_view line, std::size_t line_no) {
     }
     if (auto c = j.find("cost"); c != j.end()) {
         if (!c->is_number() || c->get<double>() <= 0) fail("\"cost\" must be a positive number");
+        // As a route's `cost` (config/routes.cpp): beyond it, waits and retries overflow (a cost
+        // of 1e308 printed "retry_after_ms":inf, which is not JSON).
+        if (c->get<double>() > max_cost) fail("\"cost\" must be at most 1000000000");
         out.cost = c->get<double>();
     }
     return out;

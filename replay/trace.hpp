@@ -45,8 +45,8 @@ class trace_error : public std::runtime_error {
 bool is_blank(std::string_view line);
 
 /// Parses one non-blank line (`line_no` counts from 1, for errors). Throws trace_error when the
-/// line is not a JSON object, lacks a numeric `t_ms`, has a field of the wrong type, has neither
-/// `route` nor `path`, or a `cost` that is not positive.
+/// line is not a JSON object, lacks a numeric `t_ms` in [0, 2^53 µs], has a field of the wrong
+/// type, has neither `route` nor `path`, or a `cost` that is not in (0, 1e9].
 trace_line parse_trace_line(std::string_view line, std::size_t line_no);
 
 /// Parses a trace line after line: counts lines, skips blank ones and checks that `t_ms`

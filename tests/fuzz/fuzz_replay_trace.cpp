@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             require(req->t_ms >= last, "t_ms never goes backwards");
             last = req->t_ms;
             require(req->route || !req->path.empty(), "a route name or a path");
-            require(!req->cost || *req->cost > 0, "cost is positive");
+            require(!req->cost || (*req->cost > 0 && *req->cost <= 1e9), "cost is in (0, 1e9]");
+            require(req->t_ms >= 0 && req->t_ms <= 9007199254740.991, "t_ms is exact in µs");
             for (const auto& [name, value] : req->headers)
                 require(req->header(name).has_value(), "every header can be looked up");
         } catch (const trace_error& e) {

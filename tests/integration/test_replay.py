@@ -104,6 +104,23 @@ class Replay(ReplayCase):
                            text=True, timeout=30)
         self.assertIn("bad.jsonl:2: not a JSON object", p.stderr)
 
+    def test_times_and_costs_beyond_the_clock_are_errors_not_crashes(self):
+        # t_ms 1e308 is infinite in µs: a sliding_window_counter layer crashed (SIGSEGV); a cost
+        # of 1e308 printed "retry_after_ms":inf, which is not JSON.
+        config = dict(CONFIG, limiters=dict(CONFIG["limiters"], swc={
+            "scope": "ip", "algorithm": "sliding_window_counter", "rules": [{"limit": 5, "window": "1s"}]}))
+        config["routes"] = [{"name": "r", "match": {"path_prefix": "/"}, "upstream": "u",
+                             "limiters": ["swc", "paced"]}]
+        ok = {"t_ms": 1_700_000_000_000, "route": "r", "ip": "1.2.3.4", "user": "a"}
+        p = self.replay(config, [ok, dict(ok, t_ms=1e308)])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("t.jsonl:2: \"t_ms\" must be between 0 and 9007199254740", p.stderr)
+        p = self.replay(config, [ok, dict(ok, cost=1e308)])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("t.jsonl:2: \"cost\" must be at most 1000000000", p.stderr)
+        for line in p.stdout.splitlines():
+            json.loads(line)
+
     def test_redis_backend_matches_local(self):
         redis = self.track(RedisServer())
         config = dict(CONFIG, redis={"url": "redis://127.0.0.1:%d/0" % redis.port, "key_prefix": "replay:"})

@@ -63,6 +63,12 @@ TEST_CASE("a route given by name ignores the match fields") {
     CHECK(reason(R"({"t_ms":1,"route":"r","path":7,"method":[]})").empty());
 }
 
+TEST_CASE("the edges of t_ms and cost are accepted") {
+    CHECK(reason(R"({"t_ms":0,"route":"r"})").empty());
+    CHECK(reason(R"({"t_ms":9007199254740.991,"route":"r","cost":1000000000})").empty());
+    CHECK(reason(R"({"t_ms":1700000000123.5,"route":"r","cost":0.5})").empty());
+}
+
 TEST_CASE("malformed lines are errors that name the line") {
     struct row {
         const char* line;
@@ -88,6 +94,16 @@ TEST_CASE("malformed lines are errors that name the line") {
         {R"({"t_ms": 1, "route": "r", "cost": 0})", "\"cost\" must be a positive number"},
         {R"({"t_ms": 1, "route": "r", "cost": -2})", "\"cost\" must be a positive number"},
         {R"({"t_ms": 1, "route": "r", "cost": "1"})", "\"cost\" must be a positive number"},
+        // Beyond a route's cost the waits overflow: 1e308 printed "retry_after_ms":inf.
+        {R"({"t_ms": 1, "route": "r", "cost": 1e308})", "\"cost\" must be at most 1000000000"},
+        {R"({"t_ms": 1, "route": "r", "cost": 1000000001})", "\"cost\" must be at most 1000000000"},
+        // Infinite in µs (1e308 ms crashed the replay), inexact past 2^53 µs, before the epoch.
+        {R"({"t_ms": 1e308, "route": "r"})",
+         "\"t_ms\" must be between 0 and 9007199254740 (milliseconds since the Unix epoch)"},
+        {R"({"t_ms": 9007199254741, "route": "r"})",
+         "\"t_ms\" must be between 0 and 9007199254740 (milliseconds since the Unix epoch)"},
+        {R"({"t_ms": -1, "route": "r"})",
+         "\"t_ms\" must be between 0 and 9007199254740 (milliseconds since the Unix epoch)"},
     };
     for (const auto& r : rows) {
         CAPTURE(r.line);
