@@ -2,6 +2,7 @@
 // problem is collected with its JSON path so `rategate check` can report all of them at once.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -42,12 +43,64 @@ std::string parse_error_position(const std::string& text, std::size_t byte) {
     return "line " + std::to_string(line) + ", column " + std::to_string(col);
 }
 
+// nlohmann::json keeps the last of two equal keys of an object without a word, so a second
+// limiter of the same name replaced the first and a route with "limiters" twice lost the first
+// list. The parser's callback sees every key: this names each repeated one by its JSON path.
+class duplicate_keys {
+  public:
+    std::vector<config_error> errors;
+
+    bool operator()(int, json::parse_event_t event, json& parsed) {
+        using ev = json::parse_event_t;
+        switch (event) {
+            case ev::object_start:
+            case ev::array_start:
+                frames_.push_back({event == ev::array_start, 0, next_path(), {}, {}});
+                break;
+            case ev::object_end:
+            case ev::array_end:
+                if (!frames_.empty()) frames_.pop_back();
+                break;
+            case ev::key: {
+                auto& f = frames_.back();
+                f.key = parsed.get<std::string>();
+                if (!f.keys.insert(f.key).second)
+                    errors.push_back({child(f.path, f.key), "duplicate key \"" + f.key +
+                                                                "\" (only the last one would "
+                                                                "count)"});
+                break;
+            }
+            case ev::value:
+                if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+                break;
+        }
+        return true;
+    }
+
+  private:
+    struct frame {
+        bool array;
+        std::size_t index;
+        std::string path;
+        std::set<std::string> keys;
+        std::string key;
+    };
+    // The path of the value that starts now.
+    std::string next_path() {
+        if (frames_.empty()) return "";
+        auto& f = frames_.back();
+        return f.array ? element(f.path, f.index++) : child(f.path, f.key);
+    }
+    std::vector<frame> frames_;
+};
+
 }  // namespace
 
 std::shared_ptr<const config> parse_config(const std::string& text, const std::string& file) {
     json doc;
+    duplicate_keys duplicates;
     try {
-        doc = json::parse(text, nullptr, true, /*ignore_comments=*/true);
+        doc = json::parse(text, std::ref(duplicates), true, /*ignore_comments=*/true);
     } catch (const json::parse_error& e) {
         std::string what = e.what();
         auto pos = what.find("syntax error");
@@ -64,6 +117,7 @@ std::shared_ptr<const config> parse_config(const std::string& text, const std::s
             {{"$", "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos + 2))}});
     }
     checker c;
+    c.errors = std::move(duplicates.errors);
     c.base_dir = std::filesystem::path(file).parent_path().string();
     auto cfg = std::make_shared<config>();
     cfg->source = file;

@@ -35,6 +35,30 @@ std::string with_rule(const std::string& algorithm, const std::string& rule) {
 
 }  // namespace
 
+TEST_CASE("a key given twice in one object is an error at its path, wherever it stands") {
+    // nlohmann::json kept the last silently: the second "l" replaced the first limiter.
+    CHECK(errors_of(R"({"listen": "127.0.0.1:8080",
+      "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+      "limiters": {
+        "l": { "scope": "ip", "algorithm": "fixed_window", "rules": [{ "limit": 5, "window": "1s" }] },
+        "l": { "scope": "ip", "algorithm": "fixed_window", "rules": [{ "limit": 500, "window": "1s" }] } },
+      "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "u",
+                    "limiters": ["l"], "cost": 1, "cost": 2 } ],
+      "listen": "127.0.0.1:8081"
+    })") ==
+          "f.json: limiters.l: duplicate key \"l\" (only the last one would count)\n"
+          "f.json: routes[0].cost: duplicate key \"cost\" (only the last one would count)\n"
+          "f.json: listen: duplicate key \"listen\" (only the last one would count)\n");
+    // Inside arrays of objects, the element's index is in the path; equal keys in different
+    // objects are fine.
+    CHECK(errors_of(with_route("", R"("limiters": { "l": { "scope": "ip",
+        "algorithm": "fixed_window", "rules": [ { "limit": 1, "window": "1s" },
+        { "limit": 2, "window": "1s", "window": "2s" } ] } })")) ==
+          "f.json: limiters.l.rules[1].window: duplicate key \"window\" (only the last one would "
+          "count)\n");
+    CHECK(errors_of(with_route(R"(, "methods": ["GET", "POST"])")) == "");
+}
+
 TEST_CASE("rules whose quotas or waits overflow are errors at the field") {
     struct row {
         const char* algorithm;
