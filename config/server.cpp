@@ -12,8 +12,15 @@ namespace detail {
 
 void read_limits(const json& j, const std::string& path, checker& c, limits_config& out) {
     object_reader o(j, path, c);
-    if (auto v = read_size(o.get("max_header_bytes"), o.path("max_header_bytes"), c, 256))
-        out.max_header_bytes = static_cast<std::size_t>(*v);
+    // At most 8 MiB, Envoy's bound (max_request_headers_kb): the HTTP/1.1 parser's header limit
+    // and HTTP/2's SETTINGS_MAX_HEADER_LIST_SIZE are 32-bit, and "4GiB" became a limit of 4
+    // bytes there, every request a 400.
+    if (auto v = read_size(o.get("max_header_bytes"), o.path("max_header_bytes"), c, 256)) {
+        if (*v > 8 * 1024 * 1024)
+            c.fail(o.path("max_header_bytes"), "must be at most 8MiB (8388608 bytes)");
+        else
+            out.max_header_bytes = static_cast<std::size_t>(*v);
+    }
     if (auto v = read_size(o.get("max_body_bytes"), o.path("max_body_bytes"), c, 0))
         out.max_body_bytes = *v;
     if (auto v = read_millis(o.get("header_timeout"), o.path("header_timeout"), c))

@@ -59,6 +59,15 @@ TEST_CASE("a key given twice in one object is an error at its path, wherever it 
     CHECK(errors_of(with_route(R"(, "methods": ["GET", "POST"])")) == "");
 }
 
+TEST_CASE("max_header_bytes is at most 8MiB (the parsers' limits are 32-bit)") {
+    // "4GiB" was a header limit of 4 bytes once cast to 32 bits: every request a 400.
+    CHECK(errors_of(with_route("", R"("limits": { "max_header_bytes": "4GiB" })")) ==
+          "f.json: limits.max_header_bytes: must be at most 8MiB (8388608 bytes)\n");
+    CHECK(errors_of(with_route("", R"("limits": { "max_header_bytes": 8388609 })")) ==
+          "f.json: limits.max_header_bytes: must be at most 8MiB (8388608 bytes)\n");
+    CHECK(errors_of(with_route("", R"("limits": { "max_header_bytes": "8MiB" })")) == "");
+}
+
 TEST_CASE("rules whose quotas or waits overflow are errors at the field") {
     struct row {
         const char* algorithm;
