@@ -27,6 +27,38 @@ void check_cost(const route_config& r, const std::string& path, checker& c, cons
     }
 }
 
+// A route's `host`: a name or an address, optionally with a port ("api.example.com",
+// "api.example.com:8443", "10.0.0.1", "[::1]:8080"). The router compares it whole, so a
+// wildcard ("*.example.com") or a URL never matched, and a port it cannot read was ignored.
+bool is_route_host(const std::string& h) {
+    std::string name = h, port;
+    bool has_port = false;
+    if (h.front() == '[') {
+        auto close = h.find(']');
+        if (close == std::string::npos) return false;
+        name = h.substr(1, close - 1);
+        if (name.find(':') == std::string::npos || !is_ip_literal(name)) return false;
+        if (close + 1 < h.size()) {
+            if (h[close + 1] != ':') return false;
+            has_port = true;
+            port = h.substr(close + 2);
+        }
+    } else {
+        auto colon = h.find(':');
+        if (colon != std::string::npos) {
+            has_port = true;
+            port = h.substr(colon + 1);
+            name = h.substr(0, colon);
+        }
+        if (!is_hostname(name)) return false;
+    }
+    if (!has_port) return true;
+    if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit))
+        return false;
+    auto n = std::stoi(port);
+    return n >= 1 && n <= 65535;
+}
+
 }  // namespace
 
 void read_route(const json& j, const std::string& path, checker& c, const config& cfg,
@@ -65,7 +97,13 @@ void read_route(const json& j, const std::string& path, checker& c, const config
         if (auto h = read_string(om.get("host"), om.path("host"), c)) {
             std::string lower = *h;
             std::transform(lower.begin(), lower.end(), lower.begin(), ::tolower);
-            r.match.host = lower;
+            if (is_route_host(lower))
+                r.match.host = lower;
+            else
+                c.fail(om.path("host"),
+                       "expected a host name or address, optionally with :port "
+                       "(no wildcards, scheme or path), got \"" +
+                           *h + "\"");
         }
         om.finish();
     }

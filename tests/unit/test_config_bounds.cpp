@@ -68,6 +68,42 @@ TEST_CASE("max_header_bytes is at most 8MiB (the parsers' limits are 32-bit)") {
     CHECK(errors_of(with_route("", R"("limits": { "max_header_bytes": "8MiB" })")) == "");
 }
 
+TEST_CASE("a route's host is a name or an address with an optional port") {
+    struct row {
+        const char* host;
+        bool ok;
+    };
+    const row rows[] = {
+        {"api.example.com", true},
+        {"API.Example.com:8443", true},
+        {"10.0.0.1", true},
+        {"[::1]", true},
+        {"[2001:db8::1]:8080", true},
+        {"example.com.", true},
+        {"*.example.com", false},
+        {"http://example.com", false},
+        {"example.com/", false},
+        {"example.com:99999", false},
+        {"example.com:", false},
+        {"example.com:x", false},
+        {"::1", false},
+        {"[example.com]", false},
+        {"[::1]x", false},
+        {"a b", false},
+    };
+    for (const auto& r : rows) {
+        CAPTURE(r.host);
+        auto e = errors_of(with_route(std::string(R"(, "host": ")") + r.host + "\""));
+        if (r.ok)
+            CHECK(e == "");
+        else
+            CHECK(e == std::string("f.json: routes[0].match.host: expected a host name or "
+                                   "address, optionally with :port (no wildcards, scheme or "
+                                   "path), got \"") +
+                           r.host + "\"\n");
+    }
+}
+
 TEST_CASE("rules whose quotas or waits overflow are errors at the field") {
     struct row {
         const char* algorithm;
