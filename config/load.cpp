@@ -94,6 +94,15 @@ class duplicate_keys {
     std::vector<frame> frames_;
 };
 
+// Two listen addresses on one port that one process cannot both bind: the same address, "::"
+// (dual-stack on Linux) beside any address, or "0.0.0.0" beside an IPv4 address.
+bool overlaps(const host_port& a, const host_port& b) {
+    auto covers = [](const host_port& w, const host_port& x) {
+        return w.host == "::" || (w.host == "0.0.0.0" && x.host.find(':') == std::string::npos);
+    };
+    return a.port == b.port && (a.host == b.host || covers(a, b) || covers(b, a));
+}
+
 }  // namespace
 
 std::shared_ptr<const config> parse_config(const std::string& text, const std::string& file) {
@@ -122,13 +131,21 @@ std::shared_ptr<const config> parse_config(const std::string& text, const std::s
     auto cfg = std::make_shared<config>();
     cfg->source = file;
     object_reader root(doc, "", c);
-    if (auto v = read_host_port(root.get("listen", true), "listen", c, true)) cfg->listen = *v;
+    bool listen_ok = false;
+    if (auto v = read_host_port(root.get("listen", true), "listen", c, true))
+        cfg->listen = *v, listen_ok = true;
     if (auto v = read_int(root.get("threads"), "threads", c, 0, 1024))
         cfg->threads = static_cast<int>(*v);
     if (auto* a = root.get("admin")) {
         object_reader oa(*a, "admin", c);
-        if (auto v = read_host_port(oa.get("listen"), "admin.listen", c, true))
-            cfg->admin_listen = *v;
+        if (auto v = read_host_port(oa.get("listen"), "admin.listen", c, true)) {
+            // `check` passed a pair that `serve` could never bind ("Address already in use").
+            if (listen_ok && overlaps(*v, cfg->listen))
+                c.fail("admin.listen", "\"" + v->to_string() + "\" takes the port of listen (\"" +
+                                           cfg->listen.to_string() + "\"): both cannot bind");
+            else
+                cfg->admin_listen = *v;
+        }
         oa.finish();
     }
     if (auto* l = root.get("limits")) read_limits(*l, "limits", c, cfg->limits);

@@ -157,3 +157,24 @@ TEST_CASE("rules whose quotas or waits overflow are errors at the field") {
         }
     }
 }
+
+TEST_CASE("admin.listen may not take the port of listen") {
+    // `check` said OK and `serve` failed: "cannot listen on admin address ...: Address already
+    // in use". "::" is dual-stack; "0.0.0.0" covers IPv4 only.
+    auto config = [](const std::string& listen, const std::string& admin) {
+        return errors_of(R"({"listen": ")" + listen + R"(", "admin": { "listen": ")" + admin +
+                         R"(" }, "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+          "routes": [ { "name": "r", "match": { "path_prefix": "/" }, "upstream": "u" } ] })");
+    };
+    CHECK(config("127.0.0.1:8080", "127.0.0.1:8080") ==
+          "f.json: admin.listen: \"127.0.0.1:8080\" takes the port of listen (\"127.0.0.1:8080\"): "
+          "both cannot bind\n");
+    CHECK(config("0.0.0.0:8080", "localhost:8080") ==
+          "f.json: admin.listen: \"127.0.0.1:8080\" takes the port of listen (\"0.0.0.0:8080\"): "
+          "both cannot bind\n");
+    CHECK(config("[::]:8080", "127.0.0.1:8080") != "");
+    CHECK(config("127.0.0.1:8080", "[::]:8080") != "");
+    CHECK(config("127.0.0.1:8080", "127.0.0.1:9901") == "");
+    CHECK(config("127.0.0.1:8080", "[::1]:8080") == "");
+    CHECK(config("0.0.0.0:8080", "[::1]:8080") == "");
+}
