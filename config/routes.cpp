@@ -59,6 +59,26 @@ bool is_route_host(const std::string& h) {
     return n >= 1 && n <= 65535;
 }
 
+std::string upper(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), ::toupper);
+    return s;
+}
+
+// "get" for "GET": a route that lists it matched no request (methods compare exactly).
+bool standard_method_in_wrong_case(const std::string& m) {
+    static const char* const standard[] = {"GET",     "HEAD",    "POST",  "PUT",  "DELETE",
+                                           "CONNECT", "OPTIONS", "TRACE", "PATCH"};
+    auto u = upper(m);
+    return u != m && std::find(std::begin(standard), std::end(standard), u) != std::end(standard);
+}
+
+// A strip_prefix that no matched path starts with was never stripped, silently.
+bool strip_can_apply(const route_match& m, const std::string& strip) {
+    if (m.path && m.path->starts_with(strip)) return true;
+    return m.path_prefix &&
+           (m.path_prefix->starts_with(strip) || strip.starts_with(*m.path_prefix));
+}
+
 }  // namespace
 
 void read_route(const json& j, const std::string& path, checker& c, const config& cfg,
@@ -87,7 +107,13 @@ void read_route(const json& j, const std::string& path, checker& c, const config
             } else {
                 for (std::size_t i = 0; i < ms->size(); ++i) {
                     auto s = read_string(&(*ms)[i], element(methods_path, i), c);
-                    if (s && is_token(*s))
+                    if (s && is_token(*s) && standard_method_in_wrong_case(*s))
+                        c.fail(element(methods_path, i),
+                               "\"" + *s +
+                                   "\" never matches: methods are case-sensitive (RFC "
+                                   "9110 §9.1), write \"" +
+                                   upper(*s) + "\"");
+                    else if (s && is_token(*s))
                         r.match.methods.push_back(*s);
                     else if (s)
                         c.fail(element(methods_path, i), "\"" + *s + "\" is not an HTTP method");
@@ -115,6 +141,9 @@ void read_route(const json& j, const std::string& path, checker& c, const config
     if (auto v = read_string(o.get("strip_prefix"), o.path("strip_prefix"), c)) {
         if (v->front() != '/')
             c.fail(o.path("strip_prefix"), "must start with \"/\"");
+        else if ((r.match.path || r.match.path_prefix) && !strip_can_apply(r.match, *v))
+            c.fail(o.path("strip_prefix"),
+                   "\"" + *v + "\" begins no path this route matches: it would never be stripped");
         else
             r.strip_prefix = *v;
     }

@@ -178,3 +178,29 @@ TEST_CASE("admin.listen may not take the port of listen") {
     CHECK(config("127.0.0.1:8080", "[::1]:8080") == "");
     CHECK(config("0.0.0.0:8080", "[::1]:8080") == "");
 }
+
+TEST_CASE("a standard method in the wrong case and a strip_prefix that never applies are errors") {
+    // Methods compare exactly: a route listing "get" matched no GET request.
+    CHECK(errors_of(with_route(R"(, "methods": ["GET", "get", "Post"])")) ==
+          "f.json: routes[0].match.methods[1]: \"get\" never matches: methods are case-sensitive "
+          "(RFC 9110 §9.1), write \"GET\"\n"
+          "f.json: routes[0].match.methods[2]: \"Post\" never matches: methods are "
+          "case-sensitive (RFC 9110 §9.1), write \"POST\"\n");
+    CHECK(errors_of(with_route(R"(, "methods": ["PURGE", "x-custom"])")) == "");
+    auto route = [](const std::string& match, const std::string& strip) {
+        return errors_of(R"({"listen": "127.0.0.1:8080",
+          "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+          "routes": [ { "name": "r", "match": { )" +
+                         match + R"( }, "upstream": "u", "strip_prefix": ")" + strip +
+                         R"(" } ] })");
+    };
+    // The prefix was silently kept on every request.
+    CHECK(route(R"("path_prefix": "/api/orders")", "/v1") ==
+          "f.json: routes[0].strip_prefix: \"/v1\" begins no path this route matches: it would "
+          "never be stripped\n");
+    CHECK(route(R"("path": "/a/b")", "/b") != "");
+    CHECK(route(R"("path_prefix": "/api/orders")", "/api") == "");
+    CHECK(route(R"("path_prefix": "/api")", "/api/v1") == "");  // some paths start with it
+    CHECK(route(R"("path": "/a/b")", "/a") == "");
+    CHECK(route(R"("path": "/x", "path_prefix": "/api")", "/api") == "");
+}
