@@ -191,9 +191,12 @@ class connection {
     void respond_refusal(stream& s, http::response<http::string_body>& res, bool grpc, bool limited,
                          bool head);
     // The gateway's own error response (SPEC §3's JSON, for gRPC trailers-only) on stream `s`,
-    // its status counted in `scope`.
+    // its status counted in `scope`; with the rate-limit headers `rate` (in `style`) of a
+    // request that went through limiters.
     void refuse_with_error(stream& s, request_scope& scope, bool grpc, bool head, unsigned status,
-                           std::string_view code, std::string_view message);
+                           std::string_view code, std::string_view message,
+                           const rate_headers* rate = nullptr,
+                           config::header_style style = config::header_style::none);
     // Waits until the stream's response body was taken by nghttp2; false when the stream or
     // the connection ended first.
     net::awaitable<bool> drain_out(stream& s);

@@ -29,9 +29,10 @@ namespace rategate::gateway::http2::detail {
 // ---- the stream's request ----
 
 void connection::refuse_with_error(stream& s, request_scope& scope, bool grpc, bool head,
-                                   unsigned status, std::string_view code,
-                                   std::string_view message) {
+                                   unsigned status, std::string_view code, std::string_view message,
+                                   const rate_headers* rate, config::header_style style) {
     auto res = make_error_response(status, code, message, true);
+    if (rate) apply_rate_headers(res, style, *rate, /*keep_stricter_backend=*/false);
     scope.rec.status = status;
     respond_refusal(s, res, grpc, false, head);
 }
@@ -153,7 +154,7 @@ net::awaitable<void> connection::forward(stream& s, runtime& rt, const config::r
     const auto& up_cfg = pool.settings();
     const bool head = req.method() == http::verb::head;
     auto fail = [&](unsigned status, std::string_view code, std::string_view message) {
-        refuse_with_error(s, scope, grpc, head, status, code, message);
+        refuse_with_error(s, scope, grpc, head, status, code, message, rate, route.headers);
     };
     const auto cl = s.head.content_length();
     if (cl && *cl > limits.max_body_bytes) {
@@ -367,7 +368,7 @@ net::awaitable<void> connection::forward_to_h2(stream& s, runtime& rt,
     const auto& up_cfg = pool.settings();
     const bool head = req.method() == http::verb::head;
     auto fail = [&](unsigned status, std::string_view code, std::string_view message) {
-        refuse_with_error(s, scope, grpc, head, status, code, message);
+        refuse_with_error(s, scope, grpc, head, status, code, message, rate, route.headers);
     };
     // SPEC §3 "gRPC": the deadline is the smaller of grpc-timeout and response_timeout, and
     // the upstream gets what is left of it.

@@ -126,8 +126,10 @@ bool is_stale_connection_error(const error_code& ec) {
 
 net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, unsigned status,
                                  std::string_view code, std::string_view message, bool keep_alive,
-                                 unsigned version, bool head_request) {
+                                 unsigned version, bool head_request, const rate_headers* rate,
+                                 config::header_style style) {
     auto res = make_error_response(status, code, message, keep_alive, version == 10 ? 10 : 11);
+    if (rate) apply_rate_headers(res, style, *rate, /*keep_stricter_backend=*/false);
     if (head_request) omit_body(res);
     std::string wire;
     auto ec = co_await write_response(client, res, wire, timeout);
@@ -137,13 +139,14 @@ net::awaitable<bool> write_error(timed_socket& client, milliseconds timeout, uns
 net::awaitable<bool> fail_exchange(worker& w, timed_socket& client, const request_parser& parser,
                                    exchange_record& record, milliseconds timeout,
                                    bool client_keep_alive, unsigned client_version,
-                                   bool head_request, unsigned status, std::string_view code,
+                                   bool head_request, const config::route_config& route,
+                                   const rate_headers* rate, unsigned status, std::string_view code,
                                    std::string_view message) {
     record.status = status;
     // A request body that was neither read nor forwarded leaves the connection mid-message.
     bool keep = client_keep_alive && parser.is_done() && !w.stopping;
     bool ok = co_await write_error(client, timeout, status, code, message, keep, client_version,
-                                   head_request);
+                                   head_request, rate, route.headers);
     co_return ok&& keep;
 }
 
@@ -198,7 +201,8 @@ net::awaitable<bool> proxy_request(worker& w, runtime& rt, timed_socket& client,
     const bool idempotent = is_idempotent(req.method());
     auto fail = [&](unsigned status, std::string_view code, std::string_view message) {
         return fail_exchange(w, client, parser, record, limits.idle_timeout, client_keep_alive,
-                             client_version, head_request, status, code, message);
+                             client_version, head_request, route, rate_limits, status, code,
+                             message);
     };
 
     // Connect: a failed connect is retried once on the next target for idempotent methods;

@@ -84,14 +84,17 @@ std::vector<std::pair<std::string, std::string>> h2_request_head(
     const boost::beast::http::request_header<>& req, std::string_view scheme);
 
 /// The answer of proxy_request() and proxy_request_h2() when the exchange cannot go on: the
-/// JSON error of `status` (write_error()), noted in `record`; the connection is kept when the
-/// client asked for it, its body was all read and the worker is not stopping. Returns true
-/// when the client connection can carry another request.
+/// JSON error of `status` (write_error()) with the rate-limit headers of the request's
+/// limiters (`rate`, in `route`'s style; SPEC §3: every response that went through a
+/// limiter), noted in `record`; the connection is kept when the client asked for it, its body
+/// was all read and the worker is not stopping. Returns true when the client connection can
+/// carry another request.
 boost::asio::awaitable<bool> fail_exchange(worker& w, timed_socket& client,
                                            const request_parser& parser, exchange_record& record,
                                            std::chrono::milliseconds timeout,
                                            bool client_keep_alive, unsigned client_version,
-                                           bool head_request, unsigned status,
+                                           bool head_request, const config::route_config& route,
+                                           const rate_headers* rate, unsigned status,
                                            std::string_view code, std::string_view message);
 
 /// Writes `res` whole to `client`: head and body serialized into `scratch` (storage reused by
@@ -101,11 +104,13 @@ boost::asio::awaitable<boost::system::error_code> write_response(
     timed_socket& client, const boost::beast::http::response<boost::beast::http::string_body>& res,
     std::string& scratch, std::chrono::milliseconds timeout);
 
-/// `limits`, when set, are the rate-limit headers to add to the response.
-/// Writes a JSON error response (SPEC §3) to the client. Returns false if the write failed.
+/// Writes a JSON error response (SPEC §3) to the client, with the rate-limit headers `rate`
+/// in `style` when set. Returns false if the write failed.
 boost::asio::awaitable<bool> write_error(timed_socket& client, std::chrono::milliseconds timeout,
                                          unsigned status, std::string_view code,
                                          std::string_view message, bool keep_alive,
-                                         unsigned version = 11, bool head_request = false);
+                                         unsigned version = 11, bool head_request = false,
+                                         const rate_headers* rate = nullptr,
+                                         config::header_style style = config::header_style::none);
 
 }  // namespace rategate::gateway

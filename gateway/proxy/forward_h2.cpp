@@ -73,7 +73,8 @@ net::awaitable<bool> proxy_request_h2(worker& w, runtime& rt, timed_socket& clie
     const bool has_body = !parser.is_done();
     auto fail = [&](unsigned status, std::string_view code, std::string_view message) {
         return fail_exchange(w, client, parser, record, limits.idle_timeout, client_keep_alive,
-                             client_version, head_request, status, code, message);
+                             client_version, head_request, route, rate_limits, status, code,
+                             message);
     };
 
     const auto scheme = up_cfg.protocol == config::upstream_protocol::h2 ? "https" : "http";

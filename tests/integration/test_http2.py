@@ -411,7 +411,12 @@ class Http2(GatewayTest):
     def test_grpc_client_sees_resource_exhausted_and_unimplemented(self):
         self.start(routes=[{"name": "greeter", "match": {"path_prefix": "/greet.Greeter"}, "upstream": "demo",
                             "limiters": ["per-user"], "on_limit": {"status": 429, "message": "Greeter: über limit"}},
-                           {"name": "down", "match": {"path_prefix": "/down.Service"}, "upstream": "down"}])
+                           {"name": "down", "match": {"path_prefix": "/down.Service"}, "upstream": "down",
+                            "limiters": ["per-down"]}],
+                   limiters={"per-user": {"scope": "user", "algorithm": "sliding_window_log",
+                                          "rules": [{"limit": 5, "window": "1m"}]},
+                             "per-down": {"scope": "user", "algorithm": "sliding_window_log",
+                                          "rules": [{"limit": 5, "window": "1m"}]}})
         with grpc.insecure_channel("127.0.0.1:%d" % self.gw.port) as ch:
             say = ch.unary_unary("/greet.Greeter/SayHello")
             codes = []
@@ -433,8 +438,13 @@ class Http2(GatewayTest):
                 ch.unary_unary("/other.Service/Call")(b"", timeout=5)
             self.assertEqual(nowhere.exception.code(), grpc.StatusCode.UNIMPLEMENTED)
             with self.assertRaises(grpc.RpcError) as down:
-                ch.unary_unary("/down.Service/Call")(b"", timeout=5)
+                ch.unary_unary("/down.Service/Call")(b"", metadata=[("x-user-id", "erin")], timeout=5)
             self.assertEqual(down.exception.code(), grpc.StatusCode.UNAVAILABLE)
+            # The limited route's refusal for an upstream that is down carries its rate-limit
+            # headers (SPEC §3: every response that went through a limiter).
+            names = [k for k, _ in tuple(down.exception.initial_metadata() or ()) +
+                     tuple(down.exception.trailing_metadata() or ())]
+            self.assertIn("ratelimit-policy", names)
 
     # --- stream errors --------------------------------------------------------------------------
 

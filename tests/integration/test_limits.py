@@ -111,6 +111,23 @@ class Headers(LimitTest):
         time.sleep(int(limited.header("Retry-After")))
         self.assertEqual(get(self.gw.port, "/api/x", {"X-User-Id": "h"}).status, 200)
 
+    def test_gateway_errors_after_the_limiters_carry_their_headers(self):
+        # SPEC §3: every response that went through a limiter carries the headers, the
+        # gateway's own 502 for an upstream that is down included.
+        self.make({"u": limiter("user", "sliding_window_log", [{"limit": 3, "window": "1m"}])},
+                  [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["u"], "headers": "both"}])
+        self.up.stop()
+        r = get(self.gw.port, "/api/x", {"X-User-Id": "d"})
+        self.assertEqual(r.status, 502)
+        self.assertEqual(r.header("RateLimit-Policy"), '"u";q=3;w=60')
+        self.assertIn('"u";r=2;', r.header("RateLimit"))
+        self.assertEqual((r.header("X-RateLimit-Limit"), r.header("X-RateLimit-Remaining")), ("3", "2"))
+        self.assertEqual(r.json()["error"], "upstream_unavailable")
+        # Before the limiters (no route): none.
+        r = get(self.gw.port, "/nowhere", {"X-User-Id": "d"})
+        self.assertEqual(r.status, 404)
+        self.assertIsNone(r.header("RateLimit-Policy"))
+
     def test_reset_counts_down_and_default_is_ietf_only(self):
         self.make({"w": limiter("user", "fixed_window", [{"limit": 2, "window": "1m"}])},
                   [{"name": "api", "match": {"path_prefix": "/api"}, "limiters": ["w"]}])

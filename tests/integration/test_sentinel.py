@@ -240,7 +240,9 @@ class Sentinel(GatewayTest):
         self.assertEqual(self.statuses("/api/x", 1, {"X-User-Id": "early-sx"}), [200])
         old = s.manual_failover()
         new = s.wait_failover(old)
-        self.wait_writes_on(s, old, new.port, 3 * SLOW,
+        # 4 s: the watch passes the refused sentinel, waits out the silent one's confirmation
+        # (connect_timeout) and backs off between them; 3 s was missed by 0.08 s on a loaded machine.
+        self.wait_writes_on(s, old, new.port, 4 * SLOW,
                             " (connections held by the silent sentinel: %d)" % len(silent.held))
         self.assertEqual(self.statuses("/api/x", 4, {"X-User-Id": "late-sx"}), [200, 200, 200, 429])
         self.assertTrue(self.keys_of(s, new.port, "late-sx"))
