@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gateway/admin/metrics.hpp"
+#include "gateway/http/request_normaliser.hpp"
 #include "gateway/http/router.hpp"
 #include "gateway/identity/client_ip.hpp"
 #include "gateway/limiting/pipeline.hpp"
@@ -134,7 +135,16 @@ class replayer {
             route = pol_.route_index(*req.route);
             if (route < 0) fail("no route named \"" + *req.route + "\"");
         } else {
-            const auto* rc = routes_.match(req.method, req.path, req.host);
+            // Routed as the gateway routes a request: its target normalised (SPEC §3: merged
+            // slashes, dot segments, escapes; the query aside) and its Host read as a Host
+            // field (letter case, a trailing dot). A path the gateway would refuse is an error.
+            const bool has_host = !req.host.empty();
+            auto n = gateway::h1::normalise_request(
+                {req.method, req.path, has_host ? 11u : 10u, has_host ? 1u : 0u, req.host});
+            if (n.error)
+                fail("the gateway would refuse this request (" + std::to_string(n.error->status) +
+                     "): " + n.error->message);
+            const auto* rc = routes_.match(req.method, n.request->path, n.request->host);
             if (!rc) fail("no route matches " + req.path);
             route = static_cast<int>(rc - cfg_.routes.data());
         }

@@ -88,6 +88,20 @@ class Replay(ReplayCase):
         self.assertEqual(out[2]["shadow_limited"], ["ip"])
         self.assertEqual(summary["limiters"]["ip"]["shadow_limited"], 3)
 
+    def test_paths_route_as_the_gateway_routes_them(self):
+        # The gateway routes the normalised path (merged slashes, dot segments, the query aside)
+        # and reads the Host as a Host field; a replay of its traffic routes the same way.
+        lines = [{"t_ms": 1000, "path": "/api//x/../orders/7?page=2", "user": "a", "ip": "1.2.3.4"},
+                 {"t_ms": 1001, "path": "/./slow", "host": "Example.COM.", "user": "a"}]
+        p = self.replay(CONFIG, lines)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        out = [json.loads(l) for l in p.stdout.splitlines()]
+        self.assertEqual([d["route"] for d in out[:2]], ["orders", "slow"])
+        # A target the gateway would refuse is an error naming the line.
+        p = self.replay(CONFIG, [{"t_ms": 1, "path": "/api/orders/%zz"}])
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("t.jsonl:1: the gateway would refuse this request (400)", p.stderr)
+
     def test_delay_layers_report_wait(self):
         lines = [{"t_ms": 5000, "route": "slow", "user": "x"} for _ in range(4)]
         out = [json.loads(l) for l in self.replay(CONFIG, lines).stdout.splitlines()]
