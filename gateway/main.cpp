@@ -131,6 +131,12 @@ int main(int argc, char** argv) {
         std::cerr << "rategate: unknown --log-level \"" << level << "\"\n";
         return 2;
     }
+    // Replay's options elsewhere are a mistake to say, not to ignore (a serve that was meant
+    // to be a replay).
+    if (command != "replay" && (vm.count("trace") || !vm["backend"].defaulted())) {
+        std::cerr << "rategate: --trace and --backend belong to replay\n";
+        return 2;
+    }
     if (command == "check") return run_check(file);
     if (command == "replay") {
         if (!vm.count("trace")) {

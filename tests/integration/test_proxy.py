@@ -467,3 +467,10 @@ class CheckCommand(GatewayTest):
                            timeout=10)
         self.assertEqual(u.returncode, 2)
         self.assertIn("unknown command", u.stderr)
+        # Replay's options beside check or a serve: said, not ignored.
+        example = os.path.join(os.path.dirname(__file__), "..", "..", "config", "example.json")
+        for args in (["check", "--trace", "t.jsonl"], ["--backend", "redis"]):
+            r = subprocess.run([binary("rategate")] + args + ["--config", example], capture_output=True,
+                               text=True, timeout=10)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertIn("--trace and --backend belong to replay", r.stderr)
