@@ -114,7 +114,10 @@ void read_rule(const json& j, const std::string& path, checker& c, const algorit
     });
     if (a.check)
         if (auto problem = a.check(r)) c.fail(o.path(problem->first), problem->second);
-    check_rule_scale(o, c, a, r);
+    // Times the twins compute must stay in range (limiters::max_span_us); the rate is the
+    // field the span divides by. A route's cost is checked against it in routes.cpp.
+    if (auto problem = limiters::span_problem(a, limiters::to_params(a.algo, r), 1))
+        c.fail(o.path("rate"), *problem);
     o.finish();
 }
 
@@ -232,6 +235,10 @@ std::optional<std::pair<double, const char*>> rule_capacity(algorithm a, const r
     if (row.capacity_field < 0) return std::nullopt;
     const rule_field& f = *row.fields[static_cast<std::size_t>(row.capacity_field)];
     return std::pair{f.param(r), f.key};
+}
+
+std::optional<std::string> rule_span_problem(algorithm a, const rule_config& r, double cost) {
+    return limiters::span_problem(limiters::algorithm_facts(a), limiters::to_params(a, r), cost);
 }
 
 }  // namespace detail

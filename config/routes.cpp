@@ -13,6 +13,14 @@ namespace {
 void check_cost(const route_config& r, const std::string& path, checker& c, const config& cfg) {
     for (const auto& name : r.limiters) {
         const auto& l = cfg.limiters.at(name);
+        // Every layer, shadow included (it consumes too): the times a request of this cost
+        // makes the rule compute must stay in range (rule_span_problem).
+        for (std::size_t i = 0; i < l.rules.size(); ++i) {
+            auto problem = rule_span_problem(l.algo, l.rules[i], static_cast<double>(r.cost));
+            if (!problem) continue;
+            c.fail(path, "limiter \"" + name + "\" rules[" + std::to_string(i) + "]: " + *problem);
+            break;
+        }
         if (l.shadow) continue;
         for (std::size_t i = 0; i < l.rules.size(); ++i) {
             auto cap = rule_capacity(l.algo, l.rules[i]);

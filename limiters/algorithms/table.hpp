@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
@@ -160,7 +161,23 @@ struct algorithm_row {
     const char* refund;
     /// A check of the whole rule after its fields are read (nullptr: none).
     rule_check check = nullptr;
+    /// The longest time (µs) a rule's state can matter, or its retry or reset reach, after a
+    /// request of `cost` permits (the layer's delay aside): the time to refill or drain the
+    /// rule and to pay for `cost`. nullptr: the window algorithms, bounded by their window (a
+    /// duration, at most max_span_us). The config refuses a rule or a route cost past
+    /// max_span_us.
+    double (*span_us)(const rule_params& p, double cost) = nullptr;
+    /// What span_us computes, for the config error.
+    const char* span = "";
 };
+
+/// The longest span (µs) a rule may have (algorithm_row::span_us): the longest duration the
+/// config accepts (about 31.7 years). It keeps every time the twins compute (now + span, with
+/// the delay) below 2^53 µs, where doubles hold whole µs, and every TTL within what Redis' SET
+/// PX takes from the chain script (a Lua number past 1e17 ms is sent as "1e+17", which Redis
+/// refuses: the script fails on every admission) and every retry within what the reply
+/// decodes (chain_codec's reply_number turns |v| >= 9.2e18 µs into 0).
+inline constexpr double max_span_us = 1e15;
 
 namespace table_detail {
 
@@ -231,7 +248,9 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .capacity_field = 2, .reservable = true,
      .header_quota = table_detail::bucket_quota, .header_window_s = table_detail::bucket_period_s,
      .retry_bound_us = table_detail::earn_cost,
-     .refund = "the level down by the cost, while the last write is within cost x interval"},
+     .refund = "the level down by the cost, while the last write is within cost x interval",
+     .span_us = [](const rule_params& p, double cost) { return (p[2] + cost) * p[1] / p[0]; },
+     .span = "(capacity + cost) x period / rate"},
     {.algo = config::algorithm::token_bucket, .name = "token_bucket", .code = 5,
      .lua = "lua/50_token_bucket.lua",
      .fields = {&rule_fields::rate, &rule_fields::period, &rule_fields::burst},
@@ -239,7 +258,9 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .capacity_field = 2, .reservable = true,
      .header_quota = table_detail::bucket_quota, .header_window_s = table_detail::bucket_period_s,
      .retry_bound_us = table_detail::earn_cost,
-     .refund = "the cost back, capped at burst, while the last write is within cost x interval"},
+     .refund = "the cost back, capped at burst, while the last write is within cost x interval",
+     .span_us = [](const rule_params& p, double cost) { return (p[2] + cost) * p[1] / p[0]; },
+     .span = "(burst + cost) x period / rate"},
     {.algo = config::algorithm::gcra, .name = "gcra", .code = 6, .lua = "lua/60_gcra.lua",
      .fields = {&rule_fields::rate, &rule_fields::period, &rule_fields::burst},
      .state = "theoretical arrival time (µs), last (µs)",
@@ -249,7 +270,9 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .retry_bound_us = [](const rule_params& p, double cost, double) {
          return std::ceil(cost * (p[1] / p[0]));
      },
-     .refund = "the TAT back by the cost's emission time, never before the consuming time"},
+     .refund = "the TAT back by the cost's emission time, never before the consuming time",
+     .span_us = [](const rule_params& p, double cost) { return (p[2] + cost) * p[1] / p[0]; },
+     .span = "(burst + cost) x period / rate"},
     {.algo = config::algorithm::smooth_bursty, .name = "smooth_bursty", .code = 7,
      .lua = "lua/70_smooth_bursty.lua",
      .fields = {&rule_fields::rate, &rule_fields::max_burst_seconds, &rule_fields::idle_ttl},
@@ -262,7 +285,9 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
          return std::ceil(std::max(cost, max_cost) * (1e6 / p[0]));
      },
      .refund = "the next free ticket back by the cost's stable time, never before the consuming "
-               "time; stored permits are not given back"},
+               "time; stored permits are not given back",
+     .span_us = [](const rule_params& p, double cost) { return (p[1] + cost / p[0]) * 1e6; },
+     .span = "(max_burst_seconds + cost / rate) (s)"},
     {.algo = config::algorithm::smooth_warming_up, .name = "smooth_warming_up", .code = 8,
      .lua = "lua/80_smooth_warming_up.lua",
      .fields = {&rule_fields::rate, &rule_fields::warmup_period, &rule_fields::cold_factor},
@@ -271,13 +296,31 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .header_quota = [](const rule_params& p) { return std::max(1.0, std::floor(p[0])); },
      .header_window_s = [](const rule_params&) { return 1.0; },
      .retry_bound_us = [](const rule_params&, double, double) { return table_detail::unbounded; },
-     .refund = "as smooth_bursty"},
+     .refund = "as smooth_bursty",
+     .span_us = [](const rule_params& p, double cost) { return p[1] + cost * p[2] * 1e6 / p[0]; },
+     .span = "warmup_period + cost x cold_factor / rate (s)"},
 }};
 // clang-format on
 
 /// The row of `a`.
 constexpr const algorithm_row& algorithm_facts(config::algorithm a) {
     return algorithm_table[static_cast<std::size_t>(a)];
+}
+
+/// Where rule `p` of `row` spans more than max_span_us for a request of `cost` permits: the
+/// error's text; nullopt when it does not, or has no span, or a field is not set (0: its own
+/// error is reported).
+inline std::optional<std::string> span_problem(const algorithm_row& row, const rule_params& p,
+                                               double cost) {
+    if (!row.span_us) return std::nullopt;
+    for (std::size_t i = 0; i < row.fields.size(); ++i)
+        if (row.fields[i] && !(p[i] > 0)) return std::nullopt;
+    double span = row.span_us(p, cost);
+    if (span <= max_span_us) return std::nullopt;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", span);
+    return std::string(row.span) + " is " + buf + " us at cost " +
+           std::to_string(static_cast<long long>(cost)) + "; at most 1e15 us (about 31 years)";
 }
 
 /// The row whose config name is `name`, or nullptr.

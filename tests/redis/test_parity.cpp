@@ -451,3 +451,39 @@ TEST_CASE("TTL on Redis: kept while it outlives the state, moved when the state 
     CHECK(kept > 10 * moved);
     CHECK(moved >= 2);
 }
+
+TEST_CASE("parity at the longest spans the config accepts: no script error, same decisions") {
+    // config refuses rules and route costs whose span passes 1e15 us (limiters::max_span_us);
+    // past it the script's SET PX failed on every admission. At the bound both twins decide.
+    redis_fixture redis;
+    constexpr double year = 8760 * 3600 * s;
+    struct extreme {
+        algorithm algo;
+        rule_params rule;
+        double cost;
+    };
+    const extreme cases[] = {
+        {algorithm::token_bucket, {1, year, 15, 0}, 15},
+        {algorithm::leaky_bucket, {1, year, 15, 0}, 15},
+        {algorithm::gcra, {1, year, 15, 0}, 15},
+        {algorithm::smooth_bursty, {1e-6, 1, 1e15, 0}, 999},
+        {algorithm::smooth_warming_up, {1e-6, 1e14, 1, 0}, 100},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(to_string(c.algo));
+        const auto& row = algorithm_facts(c.algo);
+        REQUIRE(row.span_us(c.rule, c.cost) <= max_span_us);
+        layer_spec spec{c.algo, {c.rule}, false, 0};
+        std::vector<layer_ref> chain{{std::string("span:") + to_string(c.algo), &spec}};
+        local_store twin;
+        double now = epoch;
+        for (int i = 0; i < 4; ++i, now += 1000 * s) {
+            auto expected = as_reported(twin.decide(chain, now, c.cost));
+            auto got = redis.decide(chain, now, c.cost);
+            CHECK_MESSAGE(same(expected, got), "decision " << i << "\n  C++: " << describe(expected)
+                                                           << "\n  Lua: " << describe(got));
+            CHECK(got.allowed == (i == 0));
+            CHECK(got.retry_us <= 2 * max_span_us);
+        }
+    }
+}

@@ -322,6 +322,67 @@ TEST_CASE("a route cost no request could ever pass is an error naming the limite
           "request could ever pass\n");
 }
 
+TEST_CASE(
+    "a rule, or a route cost, whose refill, debt or retry would span more than 1e15 us is an "
+    "error at its path") {
+    // Before: accepted; the chain script then failed on every admission (SET PX of 4.7e19 ms,
+    // "value is not an integer or out of range") while the in-process twin admitted, and a
+    // retry past 9.2e18 us came back from Redis as 0.
+    auto lim = [](const std::string& body) {
+        return errors_of(with(R"("limiters": { "l": )" + body + "}"));
+    };
+    struct bad {
+        std::string body, error;
+    };
+    const bad cases[] = {
+        {R"({ "scope": "user", "algorithm": "token_bucket", "rules": [{ "rate": 1, "period": "8760h", "burst": 1e9 }] })",
+         "limiters.l.rules[0].rate: (burst + cost) x period / rate is 3.15e+22 us at cost 1; at "
+         "most 1e15 us (about 31 years)"},
+        {R"({ "scope": "user", "algorithm": "leaky_bucket", "rules": [{ "rate": 1e-15, "period": "1s", "capacity": 1 }] })",
+         "limiters.l.rules[0].rate: (capacity + cost) x period / rate is 2e+21 us"},
+        {R"({ "scope": "user", "algorithm": "gcra", "rules": [{ "rate": 1, "period": "1s", "burst": 2 }, { "rate": 1e-15, "period": "1s", "burst": 1 }] })",
+         "limiters.l.rules[1].rate: (burst + cost) x period / rate is 2e+21 us"},
+        {R"({ "scope": "user", "algorithm": "smooth_bursty", "rules": [{ "rate": 1e-15 }] })",
+         "limiters.l.rules[0].rate: (max_burst_seconds + cost / rate) (s) is 1e+21 us"},
+        {R"({ "scope": "user", "algorithm": "smooth_bursty", "rules": [{ "rate": 1, "max_burst_seconds": 1e12 }] })",
+         "limiters.l.rules[0].rate: (max_burst_seconds + cost / rate) (s) is 1e+18 us"},
+        {R"({ "scope": "user", "algorithm": "smooth_warming_up", "rules": [{ "rate": 1, "warmup_period": "1s", "cold_factor": 1e300 }] })",
+         "limiters.l.rules[0].rate: warmup_period + cost x cold_factor / rate (s) is 1e+306 us"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.body);
+        auto e = lim(c.body);
+        CHECK(e.find("f.json: " + c.error) == 0);
+        CHECK(std::count(e.begin(), e.end(), '\n') == 1);  // that error and no other
+    }
+    // Up to the bound: 31 permits of one a year each (9.8e14 us), one a day (idle_ttl 1y).
+    CHECK(
+        lim(R"({ "scope": "user", "algorithm": "token_bucket", "rules": [{ "rate": 1, "period": "8760h", "burst": 30 }] })") ==
+        "");
+    CHECK(
+        lim(R"({ "scope": "user", "algorithm": "smooth_bursty", "rules": [{ "rate": 1.1574e-5, "idle_ttl": "8760h" }] })") ==
+        "");
+    // A route's cost is checked against every layer's rules, shadow ones included.
+    auto route = [](const std::string& limiter, int cost) {
+        return errors_of(R"({
+          "listen": "127.0.0.1:8080",
+          "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+          "limiters": { "sb": )" +
+                         limiter + R"( },
+          "routes": [ { "name": "r", "match": { "path": "/" }, "upstream": "u", "cost": )" +
+                         std::to_string(cost) + R"(, "limiters": ["sb"] } ]
+        })");
+    };
+    const std::string sb =
+        R"({ "scope": "user", "algorithm": "smooth_bursty", "rules": [{ "rate": 0.001 }])";
+    CHECK(route(sb + "}", 1000) == "");
+    CHECK(route(sb + "}", 10'000'000) ==
+          "f.json: routes[0].cost: limiter \"sb\" rules[0]: (max_burst_seconds + cost / rate) (s) "
+          "is 1e+16 us at cost 10000000; at most 1e15 us (about 31 years)\n");
+    CHECK(route(sb + R"(, "mode": "shadow" })", 10'000'000).find("routes[0].cost: limiter") !=
+          std::string::npos);
+}
+
 TEST_CASE("identity.client_ip.header picks the forwarding header") {
     auto cfg = parse_config(with(""), "f.json");
     CHECK(cfg->identity.client_ip_header == "X-Forwarded-For");
