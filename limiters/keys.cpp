@@ -72,7 +72,7 @@ std::string layer_key(std::string_view prefix, std::string_view limiter, std::st
 }
 
 std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules,
-                      bool reserving) {
+                      bool reserving, int layout) {
     std::uint64_t h = 1469598103934665603ull;  // FNV-1a offset basis
     auto mix = [&h](const void* data, std::size_t n) {
         const auto* p = static_cast<const unsigned char*>(data);
@@ -91,6 +91,11 @@ std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4
     if (reserving) {
         const char marker = 'r';
         mix(&marker, 1);
+    }
+    if (layout != 0) {
+        const char marker = 'v';
+        mix(&marker, 1);
+        mix(&layout, sizeof layout);
     }
     auto folded = static_cast<std::uint32_t>(h ^ (h >> 32));
     static constexpr char hex[] = "0123456789abcdef";

@@ -45,8 +45,10 @@ std::string layer_key(std::string_view prefix, std::string_view limiter, std::st
 /// layer with a delay: its state may hold a debt of reserved permits), one more byte. The
 /// delay's length, the mode otherwise and on_missing_key are not part of it. A state without
 /// debt is what the over-limit cache's retry bounds assume, so a layer that stops reserving
-/// starts fresh keys rather than carrying debt into a shape that has none.
+/// starts fresh keys rather than carrying debt into a shape that has none. A `layout` other
+/// than 0 (algorithm_row::layout: the state's numbers changed meaning) is mixed in last, so
+/// such an algorithm's keys are new ones; with 0 the tag is what it always was.
 std::string shape_tag(int algorithm_code, const std::vector<std::array<double, 4>>& rules,
-                      bool reserving = false);
+                      bool reserving = false, int layout = 0);
 
 }  // namespace rategate::limiters

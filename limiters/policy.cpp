@@ -33,8 +33,8 @@ policy::policy(const config::config& cfg)
             spec.rules.push_back(to_params(l.algo, r));
         spec.shadow = l.shadow;
         spec.delay_us = l.delay ? static_cast<double>(l.delay->count()) : 0;
-        auto shape =
-            shape_tag(algorithm_code(l.algo), spec.rules, spec.delay_us > 0 && !spec.shadow);
+        auto shape = shape_tag(algorithm_code(l.algo), spec.rules,
+                               spec.delay_us > 0 && !spec.shadow, algorithm_facts(l.algo).layout);
         auto head = key_head(prefix_, l.name, shape);
         layers_.push_back({&l, std::move(spec), layers_.size(), std::move(head)});
     }

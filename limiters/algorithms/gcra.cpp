@@ -15,24 +15,28 @@ std::size_t state_size(const rule_params& p) {
     return 2;
 }
 
-// Generic cell rate algorithm (theoretical arrival time). State: tat, last.
+// Generic cell rate algorithm (theoretical arrival time). State: the TAT relative to the last
+// write (µs, tat - last), last (µs). Relative, because an absolute TAT near 1.7e15 µs holds
+// only quarters of a µs: rounding each emission interval to that grid admitted more than the
+// rate (every request at 1e7/s). Every time below is relative to t, small and exact.
 rule_outcome gcra(const rule_params& p, const double* in, double* out, double now, double cost,
                   double delay) {
     double rate = p[0], period = p[1], burst = p[2];
     double interval = period / rate;
-    double tat = in ? in[0] : now;
+    double ahead = in ? in[0] : 0;
     double last = in ? in[1] : now;
     double t = std::max(now, last);
-    double base = std::max(tat, t);
-    double new_tat = base + cost * interval;
-    double allow_at = new_tat - burst * interval;
+    double base = ahead - (t - last);  // max(tat, t) - t
+    if (!(base > 0)) base = 0;
+    double new_tat = base + cost * interval;       // new TAT - t
+    double allow_at = new_tat - burst * interval;  // when the request conforms, - t
     rule_outcome o;
     double kept = base;
-    if (allow_at <= t) {
+    if (allow_at <= 0) {
         o.ok = true;
         kept = new_tat;
     } else {
-        double wait = std::ceil(allow_at - t);
+        double wait = std::ceil(allow_at);
         if (delay > 0 && wait <= delay && cost <= burst) {
             o.ok = o.reserved = true;
             o.wait = wait;
@@ -43,8 +47,8 @@ rule_outcome gcra(const rule_params& p, const double* in, double* out, double no
     }
     out[0] = kept;
     out[1] = t;
-    o.remaining = std::max(0.0, std::floor((burst * interval - (kept - t)) / interval));
-    o.reset = std::ceil(kept - t);
+    o.remaining = std::max(0.0, std::floor((burst * interval - kept) / interval));
+    o.reset = std::ceil(kept);
     o.ttl = (t - now) + (o.reset + 1000);
     return o;
 }

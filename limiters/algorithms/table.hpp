@@ -169,6 +169,10 @@ struct algorithm_row {
     double (*span_us)(const rule_params& p, double cost) = nullptr;
     /// What span_us computes, for the config error.
     const char* span = "";
+    /// The version of the state's layout, 0 for the first: hashed into the key's shape
+    /// (limiters/keys.hpp shape_tag) when not 0, so that a state stored in an older layout is
+    /// never read as the new one (a new key instead, as after a rule change).
+    int layout = 0;
 };
 
 /// The longest span (µs) a rule may have (algorithm_row::span_us): the longest duration the
@@ -263,7 +267,7 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .span = "(burst + cost) x period / rate"},
     {.algo = config::algorithm::gcra, .name = "gcra", .code = 6, .lua = "lua/60_gcra.lua",
      .fields = {&rule_fields::rate, &rule_fields::period, &rule_fields::burst},
-     .state = "theoretical arrival time (µs), last (µs)",
+     .state = "theoretical arrival time relative to last (µs), last (µs)",
      .capacity_field = 2, .reservable = true,
      .header_quota = table_detail::bucket_quota, .header_window_s = table_detail::bucket_period_s,
      // tat <= t + burst * interval: ceil(allow_at - t)
@@ -272,7 +276,9 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      },
      .refund = "the TAT back by the cost's emission time, never before the consuming time",
      .span_us = [](const rule_params& p, double cost) { return (p[2] + cost) * p[1] / p[0]; },
-     .span = "(burst + cost) x period / rate"},
+     .span = "(burst + cost) x period / rate",
+     // 1: the TAT relative to last (an absolute TAT lost sub-µs intervals to rounding).
+     .layout = 1},
     {.algo = config::algorithm::smooth_bursty, .name = "smooth_bursty", .code = 7,
      .lua = "lua/70_smooth_bursty.lua",
      .fields = {&rule_fields::rate, &rule_fields::max_burst_seconds, &rule_fields::idle_ttl},

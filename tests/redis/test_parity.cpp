@@ -487,3 +487,28 @@ TEST_CASE("parity at the longest spans the config accepts: no script error, same
         }
     }
 }
+
+TEST_CASE("parity: gcra at high rates admits no more than the rate in Lua either (tat precision)") {
+    // Before: the TAT was an absolute double (0.25 us steps at this epoch); at 1e7/s each
+    // request added 0.1 us that rounded away, and the script admitted all 100 of every batch.
+    redis_fixture redis;
+    for (double rate : {1e7, 9e5}) {
+        CAPTURE(rate);
+        layer_spec spec{algorithm::gcra, {{rate, 1 * s, 10, 0}}, false, 0};
+        std::vector<layer_ref> chain{{"gcra-fast:" + std::to_string(rate), &spec}};
+        local_store twin;
+        std::vector<std::pair<const std::vector<layer_ref>*, double>> batch(100, {&chain, 1});
+        int admitted = 0, mismatches = 0;
+        double now = epoch + 123'457;
+        for (int us = 0; us < 200; ++us, now += 1) {  // 100 requests in one call each us
+            auto got = redis.decide(batch, now);
+            for (const auto& d : got) {
+                admitted += d.allowed;
+                mismatches += !same(as_reported(twin.decide(chain, now, 1)), d);
+            }
+        }
+        CHECK(mismatches == 0);
+        CHECK(admitted <= 10 + rate * 199 / s);
+        CHECK(admitted >= 10 + rate * 199 / s - 2);
+    }
+}

@@ -92,6 +92,28 @@ TEST_CASE("gcra: same decisions as token_bucket at cost 1") {
     CHECK_FALSE(g2.at(500 * ms).allowed);  // clock back: no extra quota
 }
 
+TEST_CASE("gcra: high rates at a realistic clock admit no more than the rate (tat precision)") {
+    // At 1.7e15 us a double holds times to 0.25 us: a TAT stored as an absolute time rounded
+    // each emission interval to that grid. Before: at 1e7/s (interval 0.1 us) every request
+    // was admitted (1,000,000 of 1,000,000 in 10 ms), at 3e6/s 40,009 (limit 30,007), at
+    // 9e5/s 10,010 (limit 9,009).
+    constexpr double epoch = 1'700'000'000'123'457.0;
+    for (double rate : {1e7, 3e6, 9e5, 3e5}) {
+        CAPTURE(rate);
+        one_layer g(algorithm::gcra, {{rate, 1 * s, 10, 0}});
+        one_layer tb(algorithm::token_bucket, {{rate, 1 * s, 10, 0}});
+        int admitted = 0, bucket = 0;
+        for (int us = 0; us < 10'000; ++us) {  // 10 ms, 100 requests each microsecond
+            admitted += g.passes(epoch + us, 100);
+            bucket += tb.passes(epoch + us, 100);
+        }
+        double limit = 10 + rate * 9999 / s;  // burst + the rate over 9,999 us
+        CHECK(admitted <= limit);
+        CHECK(admitted >= limit - 2);
+        CHECK(std::abs(admitted - bucket) <= 1);
+    }
+}
+
 TEST_CASE("leaky_bucket: meter drains at the rate") {
     one_layer l(algorithm::leaky_bucket, {{2, 1 * s, 4, 0}});  // drains 2/s, capacity 4
     CHECK(l.passes(0, 5) == 4);

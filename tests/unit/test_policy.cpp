@@ -261,3 +261,30 @@ TEST_CASE("key shapes: a lease, or a change of only its size N, keeps the counte
             R"("algorithm": "token_bucket", "rules": [{ "rate": 6, "period": "1s", "burst": 10 }])",
             R"(, "sync": { "lease": 4 })"));
 }
+
+TEST_CASE("key shapes: gcra's state layout 1 (TAT relative to last) has keys of its own") {
+    // A key written by an earlier gateway holds an absolute TAT (~1.7e15 us): read as the new
+    // relative one it would refuse for decades, and an older gateway reading a relative TAT as
+    // absolute would admit a full burst on every request. The layout is part of the shape.
+    std::vector<rule_params> rules{{5, 1e6, 10, 0}};
+    CHECK(algorithm_facts(rategate::config::algorithm::gcra).layout == 1);
+    CHECK(shape_tag(6, rules, false, 1) != shape_tag(6, rules));
+    CHECK(shape_tag(6, rules, true, 1) != shape_tag(6, rules, true));
+    // Layout 0 leaves every other algorithm's keys as they were.
+    CHECK(shape_tag(5, rules, false, 0) == shape_tag(5, rules));
+    for (const auto& row : algorithm_table)
+        if (row.algo != rategate::config::algorithm::gcra) CHECK(row.layout == 0);
+    auto cfg = rategate::config::parse_config(R"({
+      "listen": "127.0.0.1:8080",
+      "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+      "limiters": { "g": { "scope": "global", "algorithm": "gcra",
+                           "rules": [{ "rate": 5, "period": "1s", "burst": 10 }] } },
+      "routes": [ { "name": "r", "match": { "path": "/" }, "upstream": "u", "limiters": ["g"] } ]
+    })",
+                                              "k.json");
+    policy pol(*cfg);
+    policy::request_keys keys;
+    pol.keys_for(0, identity{}, keys);
+    REQUIRE(keys.refs.size() == 1);
+    CHECK(keys.refs[0].key.find(shape_tag(6, rules, false, 1)) != std::string::npos);
+}

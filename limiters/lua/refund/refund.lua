@@ -113,10 +113,12 @@ R[5] = function(p, st, off, cost, tc)
   end
 end
 R[6] = function(p, st, off, cost, tc)
-  -- The same double arithmetic as the chain script (interval first).
+  -- The same double arithmetic as the chain script (interval first). The state holds the TAT
+  -- relative to its last write (tat - last): tc - last is tc on that scale.
   local interval = p[2] / p[1]
-  if fresh_enough(st[off + 2], tc, cost, interval) then
-    st[off + 1] = min(st[off + 1], max(tc, st[off + 1] - cost * interval))
+  local last = st[off + 2]
+  if fresh_enough(last, tc, cost, interval) then
+    st[off + 1] = min(st[off + 1], max(tc - last, st[off + 1] - cost * interval))
   end
 end
 local function guava(p, st, off, cost, tc)
