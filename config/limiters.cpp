@@ -118,6 +118,9 @@ void read_rule(const json& j, const std::string& path, checker& c, const algorit
     // field the span divides by. A route's cost is checked against it in routes.cpp.
     if (auto problem = limiters::span_problem(a, limiters::to_params(a.algo, r), 1))
         c.fail(o.path("rate"), *problem);
+    // Permits must stay countable (limiters::max_permits).
+    if (auto problem = limiters::holds_problem(a, limiters::to_params(a.algo, r)))
+        c.fail(o.path(problem->first), problem->second);
     o.finish();
 }
 

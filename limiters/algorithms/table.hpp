@@ -173,7 +173,18 @@ struct algorithm_row {
     /// (limiters/keys.hpp shape_tag) when not 0, so that a state stored in an older layout is
     /// never read as the new one (a new key instead, as after a rule change).
     int layout = 0;
+    /// The most permits a rule's state can hold (burst, capacity, Guava's stored permits at
+    /// most); nullptr: the window algorithms, whose limit field is at most 1e12. The config
+    /// refuses a rule past max_permits, at `holds_field`.
+    double (*holds)(const rule_params& p) = nullptr;
+    const char* holds_field = "";
 };
+
+/// The most permits a rule may hold (algorithm_row::holds): the window algorithms' largest
+/// limit. Past 2^53 a double no longer counts whole permits (burst 1e17 minus a cost of 1 is
+/// 1e17 again: a bucket that never empties), and past 9.2e18 the Redis reply turns the
+/// remaining permits into 0 while the in-process twin reports them.
+inline constexpr double max_permits = 1e12;
 
 /// The longest span (µs) a rule may have (algorithm_row::span_us): the longest duration the
 /// config accepts (about 31.7 years). It keeps every time the twins compute (now + span, with
@@ -254,7 +265,8 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .retry_bound_us = table_detail::earn_cost,
      .refund = "the level down by the cost, while the last write is within cost x interval",
      .span_us = [](const rule_params& p, double cost) { return (p[2] + cost) * p[1] / p[0]; },
-     .span = "(capacity + cost) x period / rate"},
+     .span = "(capacity + cost) x period / rate",
+     .holds = table_detail::bucket_quota, .holds_field = "capacity"},
     {.algo = config::algorithm::token_bucket, .name = "token_bucket", .code = 5,
      .lua = "lua/50_token_bucket.lua",
      .fields = {&rule_fields::rate, &rule_fields::period, &rule_fields::burst},
@@ -264,7 +276,8 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .retry_bound_us = table_detail::earn_cost,
      .refund = "the cost back, capped at burst, while the last write is within cost x interval",
      .span_us = [](const rule_params& p, double cost) { return (p[2] + cost) * p[1] / p[0]; },
-     .span = "(burst + cost) x period / rate"},
+     .span = "(burst + cost) x period / rate",
+     .holds = table_detail::bucket_quota, .holds_field = "burst"},
     {.algo = config::algorithm::gcra, .name = "gcra", .code = 6, .lua = "lua/60_gcra.lua",
      .fields = {&rule_fields::rate, &rule_fields::period, &rule_fields::burst},
      .state = "theoretical arrival time relative to last (µs), last (µs)",
@@ -278,7 +291,8 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .span_us = [](const rule_params& p, double cost) { return (p[2] + cost) * p[1] / p[0]; },
      .span = "(burst + cost) x period / rate",
      // 1: the TAT relative to last (an absolute TAT lost sub-µs intervals to rounding).
-     .layout = 1},
+     .layout = 1,
+     .holds = table_detail::bucket_quota, .holds_field = "burst"},
     {.algo = config::algorithm::smooth_bursty, .name = "smooth_bursty", .code = 7,
      .lua = "lua/70_smooth_bursty.lua",
      .fields = {&rule_fields::rate, &rule_fields::max_burst_seconds, &rule_fields::idle_ttl},
@@ -293,7 +307,9 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .refund = "the next free ticket back by the cost's stable time, never before the consuming "
                "time; stored permits are not given back",
      .span_us = [](const rule_params& p, double cost) { return (p[1] + cost / p[0]) * 1e6; },
-     .span = "(max_burst_seconds + cost / rate) (s)"},
+     .span = "(max_burst_seconds + cost / rate) (s)",
+     .holds = [](const rule_params& p) { return p[0] * p[1]; },
+     .holds_field = "max_burst_seconds"},
     {.algo = config::algorithm::smooth_warming_up, .name = "smooth_warming_up", .code = 8,
      .lua = "lua/80_smooth_warming_up.lua",
      .fields = {&rule_fields::rate, &rule_fields::warmup_period, &rule_fields::cold_factor},
@@ -304,7 +320,13 @@ inline constexpr std::array<algorithm_row, 8> algorithm_table{{
      .retry_bound_us = [](const rule_params&, double, double) { return table_detail::unbounded; },
      .refund = "as smooth_bursty",
      .span_us = [](const rule_params& p, double cost) { return p[1] + cost * p[2] * 1e6 / p[0]; },
-     .span = "warmup_period + cost x cold_factor / rate (s)"},
+     .span = "warmup_period + cost x cold_factor / rate (s)",
+     // max_permits of smooth_warming_up.cpp: threshold + 2 x warmup / (stable + cold).
+     .holds = [](const rule_params& p) {
+         double stable = 1e6 / p[0];
+         return 0.5 * p[1] / stable + 2.0 * p[1] / (stable + stable * p[2]);
+     },
+     .holds_field = "warmup_period"},
 }};
 // clang-format on
 
@@ -327,6 +349,21 @@ inline std::optional<std::string> span_problem(const algorithm_row& row, const r
     std::snprintf(buf, sizeof buf, "%.3g", span);
     return std::string(row.span) + " is " + buf + " us at cost " +
            std::to_string(static_cast<long long>(cost)) + "; at most 1e15 us (about 31 years)";
+}
+
+/// Where rule `p` of `row` may hold more than max_permits: the field to blame and the error's
+/// text; nullopt when it may not, or a field is not set (0: its own error is reported).
+inline std::optional<std::pair<const char*, std::string>> holds_problem(const algorithm_row& row,
+                                                                        const rule_params& p) {
+    if (!row.holds) return std::nullopt;
+    for (std::size_t i = 0; i < row.fields.size(); ++i)
+        if (row.fields[i] && !(p[i] > 0)) return std::nullopt;
+    double most = row.holds(p);
+    if (most <= max_permits) return std::nullopt;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.3g", most);
+    return std::pair{row.holds_field, std::string("the rule holds up to ") + buf +
+                                          " permits; at most 1e12 (a window's largest limit)"};
 }
 
 /// The row whose config name is `name`, or nullptr.

@@ -383,6 +383,42 @@ TEST_CASE(
           std::string::npos);
 }
 
+TEST_CASE("a rule that may hold more than 1e12 permits is an error at its field") {
+    // Before: accepted. A token bucket of burst 1e17 never empties (1e17 - 1 == 1e17 in a
+    // double), and past 9.2e18 Redis reported remaining 0 where the in-process twin said 1e19.
+    auto lim = [](const std::string& body) {
+        return errors_of(with(R"("limiters": { "l": )" + body + "}"));
+    };
+    struct bad {
+        std::string body, error;
+    };
+    const bad cases[] = {
+        {R"({ "scope": "user", "algorithm": "token_bucket", "rules": [{ "rate": 1e12, "period": "1s", "burst": 1e17 }] })",
+         "limiters.l.rules[0].burst: the rule holds up to 1e+17 permits; at most 1e12 (a window's "
+         "largest limit)"},
+        {R"({ "scope": "user", "algorithm": "gcra", "rules": [{ "rate": 1e12, "period": "1s", "burst": 1e19 }] })",
+         "limiters.l.rules[0].burst: the rule holds up to 1e+19 permits"},
+        {R"({ "scope": "user", "algorithm": "leaky_bucket", "rules": [{ "rate": 1e12, "period": "1s", "capacity": 2e12 }] })",
+         "limiters.l.rules[0].capacity: the rule holds up to 2e+12 permits"},
+        {R"({ "scope": "user", "algorithm": "smooth_bursty", "rules": [{ "rate": 1e300 }] })",
+         "limiters.l.rules[0].max_burst_seconds: the rule holds up to 1e+300 permits"},
+        {R"({ "scope": "user", "algorithm": "smooth_warming_up", "rules": [{ "rate": 1e9, "warmup_period": "1h" }] })",
+         "limiters.l.rules[0].warmup_period: the rule holds up to 3.6e+12 permits"},
+    };
+    for (const auto& c : cases) {
+        CAPTURE(c.body);
+        auto e = lim(c.body);
+        CHECK(e.find("f.json: " + c.error) == 0);
+        CHECK(std::count(e.begin(), e.end(), '\n') == 1);  // that error and no other
+    }
+    CHECK(
+        lim(R"({ "scope": "user", "algorithm": "token_bucket", "rules": [{ "rate": 1e9, "period": "1ms", "burst": 1e12 }] })") ==
+        "");
+    CHECK(
+        lim(R"({ "scope": "user", "algorithm": "smooth_warming_up", "rules": [{ "rate": 1e6, "warmup_period": "1h" }] })") ==
+        "");
+}
+
 TEST_CASE("identity.client_ip.header picks the forwarding header") {
     auto cfg = parse_config(with(""), "f.json");
     CHECK(cfg->identity.client_ip_header == "X-Forwarded-For");
