@@ -8,6 +8,9 @@ namespace rategate::config::detail {
 
 namespace {
 
+// The most limiters one route may list: the width of chain_decision::shadow_mask.
+constexpr std::size_t max_route_limiters = 32;
+
 // A route whose cost exceeds an enforced layer's capacity could never pass (with or without
 // `delay`). Shadow layers never reject and are not checked.
 void check_cost(const route_config& r, const std::string& path, checker& c, const config& cfg) {
@@ -160,6 +163,11 @@ void read_route(const json& j, const std::string& path, checker& c, const config
         if (!ls->is_array()) {
             c.fail(limiters_path,
                    std::string("expected an array of limiter names, got ") + type_name(*ls));
+        } else if (ls->size() > max_route_limiters) {
+            // A decision reports its shadow layers as bits of a 32-bit mask
+            // (chain_decision::shadow_mask): a 33rd layer has no bit.
+            c.fail(limiters_path, "at most " + std::to_string(max_route_limiters) +
+                                      " limiters per route, got " + std::to_string(ls->size()));
         } else {
             for (std::size_t i = 0; i < ls->size(); ++i) {
                 auto s = read_string(&(*ls)[i], element(limiters_path, i), c);

@@ -419,6 +419,29 @@ TEST_CASE("a rule that may hold more than 1e12 permits is an error at its field"
         "");
 }
 
+TEST_CASE("a route lists at most 32 limiters (the shadow mask's bits)") {
+    // Before: 33 were accepted. With a shadow layer at index 32 that rejects, the in-process
+    // twin set bit 0 (1u << 32: an enforced layer named as shadow-limited) and the script's
+    // mask 2^32 failed the reply's decoding: every such request went to on_redis_error.
+    auto routed = [](int n) {
+        std::string limiters, names;
+        for (int i = 0; i < n; ++i) {
+            limiters +=
+                (i ? ", " : "") + std::string("\"l") + std::to_string(i) +
+                R"(": { "scope": "ip", "algorithm": "fixed_window", "rules": [{ "limit": 5, "window": "1s" }] })";
+            names += (i ? ", " : "") + std::string("\"l") + std::to_string(i) + "\"";
+        }
+        return errors_of(R"({ "listen": "127.0.0.1:8080",
+          "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },
+          "limiters": { )" +
+                         limiters + R"( },
+          "routes": [ { "name": "r", "match": { "path": "/" }, "upstream": "u", "limiters": [)" +
+                         names + "] } ] }");
+    };
+    CHECK(routed(32) == "");
+    CHECK(routed(33) == "f.json: routes[0].limiters: at most 32 limiters per route, got 33\n");
+}
+
 TEST_CASE("identity.client_ip.header picks the forwarding header") {
     auto cfg = parse_config(with(""), "f.json");
     CHECK(cfg->identity.client_ip_header == "X-Forwarded-For");
