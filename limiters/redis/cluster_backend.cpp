@@ -150,6 +150,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         chain_decision decision;
         std::vector<lease_grant> grants;  // one per leased layer of the part, part order
         double now = 0;                   // the script's clock at the call (µs): when it consumed
+        double sent = 0;  // the local clock just before the call (µs): the script ran after it
     };
     struct pending {
         const std::vector<layer_ref>* refs;
@@ -288,6 +289,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
         auto batch = encode(chunk);
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         args.insert(args.end(), batch.keys.begin(), batch.keys.end());
+        double sent = chunk.front().first->at->now_us();
         auto started = std::chrono::steady_clock::now();
         auto r = co_await store.eval_on_master(master, version, 2, args);
         bool not_run =
@@ -301,7 +303,7 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
             for (auto& [slot, items] : by_slot)
                 net::co_spawn(ex, send(slot, std::move(items)), net::detached);
         } else {
-            deliver(chunk, r, started);
+            deliver(chunk, r, started, sent);
         }
     }
 
@@ -317,14 +319,15 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
     net::awaitable<void> send(std::uint16_t slot, std::vector<item> chunk) {
         auto batch = encode(chunk);
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
+        double sent = chunk.front().first->at->now_us();
         auto started = std::chrono::steady_clock::now();
         auto r = co_await store.eval(slot, 0, batch.keys, args);
-        deliver(chunk, r, started);
+        deliver(chunk, r, started, sent);
     }
 
-    // Hands a chain script call's reply (or failure) to the chunk's parts.
+    // Hands a chain script call's reply (or failure), sent at local `sent` µs, to the parts.
     void deliver(std::vector<std::pair<pending*, part*>>& chunk, const redis::result& r,
-                 std::chrono::steady_clock::time_point started) {
+                 std::chrono::steady_clock::time_point started, double sent) {
         double latency =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
                 .count();
@@ -347,34 +350,35 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
             ec = make_error_code(redis::client_error::protocol_error);
         }
         if (observer) observer(chunk.size(), latency, static_cast<bool>(ec));
-        double received = chunk.front().first->at->now_us();
         for (std::size_t i = 0, g = 0; i < chunk.size(); ++i) {
             auto& [p, q] = chunk[i];
             q->ec = ec;
             if (!ec) {
                 q->decision = decisions[i];
                 q->now = script_now;
+                q->sent = sent;
                 q->grants.assign(grants.begin() + static_cast<std::ptrdiff_t>(g),
                                  grants.begin() + static_cast<std::ptrdiff_t>(g + leased[i]));
                 g += leased[i];
             }
-            if (--p->outstanding == 0) finish(*p, received);
+            if (--p->outstanding == 0) finish(*p);
         }
     }
 
     // Combines a request's parts, sends the refunds its rejection needs, and resumes it.
-    void finish(pending& p, double received) {
+    // Offset: TIME minus a local time read before the script ran (see redis_backend.cpp).
+    void finish(pending& p) {
         auto& a = p.result;
         if (p.parts.size() == 1) {
             a.ec = p.parts[0].ec;
             a.decision = p.parts[0].decision;
             a.decided_at_us = p.parts[0].now;
-            a.clock_offset_us = redis_clock ? p.parts[0].now - received : 0;
+            a.clock_offset_us = redis_clock ? p.parts[0].now - p.parts[0].sent : 0;
             if (!a.ec) a.grants = std::move(p.parts[0].grants);
         } else {
             std::vector<part_decision> decided;
             std::vector<placed_grant> grants;
-            double earliest = std::numeric_limits<double>::infinity();
+            double earliest = std::numeric_limits<double>::infinity(), first_sent = earliest;
             for (const auto& q : p.parts) {
                 if (q.ec && !a.ec) a.ec = q.ec;
                 decided.push_back({q.decision, &q.positions});
@@ -383,13 +387,16 @@ struct cluster_backend::impl : std::enable_shared_from_this<impl> {
                         grants.push_back({q.positions[l], q.grants[g++]});
                 // Leases expire by the earliest of the parts' clocks: never later than the
                 // master that granted them would have them expire.
-                if (!q.ec) earliest = std::min(earliest, q.now);
+                if (!q.ec) {
+                    earliest = std::min(earliest, q.now);
+                    first_sent = std::min(first_sent, q.sent);  // before every part's script
+                }
             }
             if (!a.ec) {
                 a.decision = combine_parts(decided);
                 a.grants = combine_grants(std::move(grants));
                 a.decided_at_us = earliest;
-                a.clock_offset_us = redis_clock ? earliest - received : 0;
+                a.clock_offset_us = redis_clock ? earliest - first_sent : 0;
             }
             if (a.ec || !a.decision.allowed) refund(p, static_cast<bool>(a.ec));
         }

@@ -62,12 +62,17 @@ struct redis_backend::impl {
         auto batch = encode_batch(reqs, redis_clock ? -1 : chunk[0]->at->now_us(), &want);
         std::vector<std::string_view> args(batch.args.begin(), batch.args.end());
         auto& conn = *conns[next++ % conns.size()];
+        // Local time before the call: the script's TIME is read after it, so TIME - sent is
+        // never less than the true offset (the limiter clock minus the local one). The time the
+        // reply is handled at would be short of it by the reply's and the loop's delay: the
+        // over-limit cache would refuse past the time Redis admits again, and a fixed window's
+        // lease would outlive its window, by that long.
+        double sent = chunk[0]->at->now_us();
         auto started = std::chrono::steady_clock::now();
         auto r = co_await conn.eval(0, batch.keys, args);
         double latency =
             std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started)
                 .count();
-        double received = chunk[0]->at->now_us();
         std::vector<chain_decision> decisions;
         std::vector<decided_state> states;
         std::vector<lease_grant> grants;
@@ -89,7 +94,7 @@ struct redis_backend::impl {
             if (ec) continue;
             a.decision = decisions[i];
             a.state = std::move(states[i]);
-            a.clock_offset_us = redis_clock ? script_now - received : 0;
+            a.clock_offset_us = redis_clock ? script_now - sent : 0;
             a.decided_at_us = script_now;
             a.grants.assign(grants.begin() + static_cast<std::ptrdiff_t>(g),
                             grants.begin() + static_cast<std::ptrdiff_t>(g + leased[i]));
