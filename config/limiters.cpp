@@ -33,59 +33,6 @@ void for_each_field(const algorithm_row& a, F f) {
         if (field) f(*field);
 }
 
-// The most a rule's permit count may be (`limit`'s own bound in the algorithm table): the
-// rate-limit headers carry it as an integer (RFC 8941: at most 15 digits).
-constexpr double most_permits = 1e12;
-// The longest time a rule may imply: the longest duration the config takes (units.cpp, 1e15 µs).
-constexpr double longest_us = 1e15;
-
-// Bounds the table leaves open: a number field at most `most_permits`, and the time the rule
-// takes to refill (or to pass one permit) at most `longest_us`. Beyond them the decisions' waits
-// were infinite or beyond 2^63 µs, and the gateway sent "Retry-After: 1" with
-// "X-RateLimit-Reset: -9223372036854775808" (a rate of 1e-300) or a negative quota (1e300).
-void check_rule_scale(object_reader& o, checker& c, const algorithm_row& a, const rule_config& r) {
-    bool fields_ok = true;
-    for_each_field(a, [&](const rule_field& f) {
-        if (f.kind != field_kind::number || !(f.param(r) > most_permits)) return;
-        c.fail(o.path(f.key), "must be at most 1000000000000");
-        fields_ok = false;
-    });
-    if (!fields_ok || !(r.rate > 0)) return;  // a field's own error is reported
-    const double period_us = static_cast<double>(r.period.count());
-    double span_us = 0;  // to refill from empty, or to pass one permit, whichever is longer
-    switch (a.algo) {
-        case algorithm::token_bucket:
-        case algorithm::gcra:
-            span_us = period_us / r.rate * std::max(1.0, r.burst);
-            break;
-        case algorithm::leaky_bucket:
-            span_us = period_us / r.rate * std::max(1.0, r.capacity);
-            break;
-        case algorithm::smooth_bursty:
-            if (1e6 * r.max_burst_seconds > longest_us)
-                return c.fail(o.path("max_burst_seconds"), "must be at most 1000000000");
-            if (r.rate * r.max_burst_seconds > most_permits)
-                return c.fail(o.path("max_burst_seconds"),
-                              "rate x max_burst_seconds (the permits stored) must be at most "
-                              "1000000000000");
-            span_us = 1e6 / r.rate;
-            break;
-        case algorithm::smooth_warming_up:
-            if (r.rate * static_cast<double>(r.warmup_period.count()) / 1e6 > most_permits)
-                return c.fail(o.path("warmup_period"),
-                              "rate x warmup_period (the permits stored) must be at most "
-                              "1000000000000");
-            span_us = 1e6 / r.rate * std::max(1.0, r.cold_factor);
-            break;
-        default:
-            return;  // windows: `limit` and `window` are bounded by the table
-    }
-    if (span_us > longest_us)
-        c.fail(o.path("rate"),
-               "too slow: the rule would take more than 1000000000s (about 31 years) to refill or "
-               "to pass one permit");
-}
-
 // A rule of algorithm `a`: its fields as the table describes them (SPEC §2 table), then the
 // row's own check. Defaults go in first, so that the check sees them.
 void read_rule(const json& j, const std::string& path, checker& c, const algorithm_row& a,
