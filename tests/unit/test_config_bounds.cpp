@@ -143,8 +143,7 @@ TEST_CASE("rules whose quotas or waits overflow are errors at the field") {
         if (std::string(r.error).empty()) {
             CHECK(e == "");
         } else {
-            CHECK(e.find(std::string("f.json: limiters.l.") + r.error + ": ") !=
-                  std::string::npos);
+            CHECK(e.find(std::string("f.json: limiters.l.") + r.error + ": ") != std::string::npos);
         }
     }
 }
