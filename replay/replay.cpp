@@ -15,6 +15,7 @@
 #include "gateway/http/router.hpp"
 #include "gateway/identity/client_ip.hpp"
 #include "gateway/limiting/pipeline.hpp"
+#include "limiters/algorithms/table.hpp"
 #include "limiters/redis/cluster.hpp"
 #include "limiters/redis/connection.hpp"
 #include "limiters/redis/deployment.hpp"
@@ -144,7 +145,9 @@ class replayer {
             if (n.error)
                 fail("the gateway would refuse this request (" + std::to_string(n.error->status) +
                      "): " + n.error->message);
-            const auto* rc = routes_.match(req.method, n.request->path, n.request->host);
+            // A Host without a port means the listener's: 443 when it serves TLS (admission.cpp).
+            const auto* rc = routes_.match(req.method, n.request->path, n.request->host,
+                                           cfg_.tls ? 443 : 80);
             if (!rc) fail("no route matches " + req.path);
             route = static_cast<int>(rc - cfg_.routes.data());
         }
@@ -160,7 +163,19 @@ class replayer {
         if (req.user) user = *req.user;
         limiters::identity who{user, canonical ? std::string_view(*canonical) : req.ip, headers_};
         clock_.set(std::floor(req.t_ms * 1000.0));
-        auto o = co_await pipe_.check(index, who, req.cost.value_or(static_cast<double>(rc.cost)));
+        const double cost = req.cost.value_or(static_cast<double>(rc.cost));
+        // A trace's own cost is bounded as a route's cost is (config/routes.cpp check_cost):
+        // past max_span_us the twins' retries and TTLs leave the range both backends compute
+        // alike (the Redis reply turns a retry past 9.2e18 us into 0, the local twin does not).
+        if (req.cost)
+            for (const auto& name : rc.limiters) {
+                const auto& l = cfg_.limiters.at(name);
+                for (const auto& r : l.rules)
+                    if (auto problem = limiters::span_problem(
+                            limiters::algorithm_facts(l.algo), limiters::to_params(l.algo, r), cost))
+                        fail("\"cost\" is too large for limiter \"" + name + "\": " + *problem);
+            }
+        auto o = co_await pipe_.check(index, who, cost);
         if (o.redis_error)
             throw std::runtime_error("Redis call failed: " + o.redis_error.message());
         // The chain as decided (skipped layers left out), whose positions the decision names.

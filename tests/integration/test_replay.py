@@ -134,6 +134,14 @@ class Replay(ReplayCase):
         self.assertIn("t.jsonl:2: \"cost\" must be at most 1000000000", p.stderr)
         for line in p.stdout.splitlines():
             json.loads(line)
+        # A cost within 1e9 that takes a rule past the config's span bound (1e15 us): the local
+        # twin printed a retry of 8.64e16 ms, the Redis backend 0 (its reply decoding).
+        slow = dict(CONFIG, limiters={"daily": {"scope": "global", "algorithm": "token_bucket",
+                                                "rules": [{"rate": 1, "period": "24h", "burst": 10}]}})
+        slow["routes"] = [{"name": "r", "match": {"path_prefix": "/"}, "upstream": "u", "limiters": ["daily"]}]
+        p = self.replay(slow, [dict(ok, cost=1_000_000_000)])
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("t.jsonl:1: \"cost\" is too large for limiter \"daily\"", p.stderr)
 
     def test_redis_backend_matches_local(self):
         redis = self.track(RedisServer())
