@@ -1,5 +1,6 @@
 // SPEC §2 `routes[]`: match, upstream, limiter chain, cost and the answers on a limit.
 #include "config/sections.hpp"
+#include "limiters/chain.hpp"
 
 #include <algorithm>
 #include <sstream>
@@ -9,7 +10,7 @@ namespace rategate::config::detail {
 namespace {
 
 // The most limiters one route may list: the width of chain_decision::shadow_mask.
-constexpr std::size_t max_route_limiters = 32;
+constexpr std::size_t max_route_limiters = limiters::max_chain_layers;
 
 // A route whose cost exceeds an enforced layer's capacity could never pass (with or without
 // `delay`). Shadow layers never reject and are not checked.

@@ -27,6 +27,11 @@ struct chain_decision {
     std::uint32_t shadow_mask = 0;  ///< bit i: shadow layer i would have rejected
 };
 
+/// The most layers one chain may have: the width of chain_decision::shadow_mask (the config
+/// refuses a route listing more limiters).
+inline constexpr std::size_t max_chain_layers = 32;
+static_assert(sizeof(chain_decision::shadow_mask) * 8 == max_chain_layers);
+
 /// The state a rejecting layer was decided on, as a backend reports it when asked (the chain
 /// script's reply, limiters/redis/chain_codec.hpp): the twin's layer_state (state numbers, or
 /// the log entries a later decision can still see) and the state's logical expiry on the

@@ -146,8 +146,8 @@ class replayer {
                 fail("the gateway would refuse this request (" + std::to_string(n.error->status) +
                      "): " + n.error->message);
             // A Host without a port means the listener's: 443 when it serves TLS (admission.cpp).
-            const auto* rc = routes_.match(req.method, n.request->path, n.request->host,
-                                           cfg_.tls ? 443 : 80);
+            const auto* rc =
+                routes_.match(req.method, n.request->path, n.request->host, cfg_.tls ? 443 : 80);
             if (!rc) fail("no route matches " + req.path);
             route = static_cast<int>(rc - cfg_.routes.data());
         }
@@ -171,8 +171,8 @@ class replayer {
             for (const auto& name : rc.limiters) {
                 const auto& l = cfg_.limiters.at(name);
                 for (const auto& r : l.rules)
-                    if (auto problem = limiters::span_problem(
-                            limiters::algorithm_facts(l.algo), limiters::to_params(l.algo, r), cost))
+                    if (auto problem = limiters::span_problem(limiters::algorithm_facts(l.algo),
+                                                              limiters::to_params(l.algo, r), cost))
                         fail("\"cost\" is too large for limiter \"" + name + "\": " + *problem);
             }
         auto o = co_await pipe_.check(index, who, cost);
