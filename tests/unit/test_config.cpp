@@ -3,20 +3,13 @@
 #include <algorithm>
 
 #include "config/config.hpp"
+#include "config_errors.hpp"
 
 using namespace rategate::config;
 
-namespace {
+using rategate::config::testing::errors_of;
 
-// Parses `text` and returns the rendered error lines ("" when valid).
-std::string errors_of(const std::string& text) {
-    try {
-        parse_config(text, "f.json");
-        return "";
-    } catch (const config_errors& e) {
-        return e.what();
-    }
-}
+namespace {
 
 const char* minimal_prefix = R"("listen": "127.0.0.1:8080",
   "upstreams": { "u": { "targets": ["127.0.0.1:9001"] } },

@@ -6,19 +6,13 @@
 #include <string>
 
 #include "config/config.hpp"
+#include "config_errors.hpp"
 
 using namespace rategate::config;
 
-namespace {
+using rategate::config::testing::errors_of;
 
-std::string errors_of(const std::string& text) {
-    try {
-        parse_config(text, "f.json");
-        return "";
-    } catch (const config_errors& e) {
-        return e.what();
-    }
-}
+namespace {
 
 std::string with_route(const std::string& route_extra, const std::string& extra = "") {
     return std::string(R"({"listen": "127.0.0.1:8080",
