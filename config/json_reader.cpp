@@ -209,39 +209,58 @@ bool is_hostname(const std::string& s) {
     });
 }
 
+std::optional<host_port_text> split_host_port(const std::string& s) {
+    host_port_text out;
+    if (!s.empty() && s[0] == '[') {
+        auto close = s.find(']');
+        if (close == std::string::npos) return std::nullopt;
+        out.host = s.substr(1, close - 1);
+        out.bracketed = true;
+        if (close + 1 < s.size()) {
+            if (s[close + 1] != ':') return std::nullopt;
+            out.port = s.substr(close + 2);
+        }
+        return out;
+    }
+    auto colon = s.find(':');
+    if (colon == std::string::npos) {
+        out.host = s;
+    } else {
+        if (s.find(':', colon + 1) != std::string::npos) return std::nullopt;
+        out.host = s.substr(0, colon);
+        out.port = s.substr(colon + 1);
+    }
+    return out;
+}
+
+std::optional<std::uint16_t> port_number(const std::string& text) {
+    if (text.empty() || text.size() > 5 || !std::all_of(text.begin(), text.end(), ::isdigit))
+        return std::nullopt;
+    int port = std::stoi(text);
+    if (port < 1 || port > 65535) return std::nullopt;
+    return static_cast<std::uint16_t>(port);
+}
+
 /// "host:port" or "[v6]:port". `listen` addresses must be IP literals (or "localhost").
 std::optional<host_port> read_host_port(const json* j, const std::string& path, checker& c,
                                         bool listen) {
     auto s = read_string(j, path, c);
     if (!s) return std::nullopt;
-    host_port hp;
-    std::string port_text;
-    if (!s->empty() && (*s)[0] == '[') {
-        auto close = s->find(']');
-        if (close == std::string::npos || close + 1 >= s->size() || (*s)[close + 1] != ':') {
-            c.fail(path, "expected \"[ipv6]:port\", got \"" + *s + "\"");
-            return std::nullopt;
-        }
-        hp.host = s->substr(1, close - 1);
-        port_text = s->substr(close + 2);
-    } else {
-        auto colon = s->rfind(':');
-        if (colon == std::string::npos || s->find(':') != colon) {
-            c.fail(path, "expected \"host:port\", got \"" + *s + "\"");
-            return std::nullopt;
-        }
-        hp.host = s->substr(0, colon);
-        port_text = s->substr(colon + 1);
+    auto parts = split_host_port(*s);
+    if (!parts || !parts->port) {
+        const bool bracketed = !s->empty() && (*s)[0] == '[';
+        c.fail(path, std::string("expected \"") + (bracketed ? "[ipv6]:port" : "host:port") +
+                         "\", got \"" + *s + "\"");
+        return std::nullopt;
     }
-    int port = 0;
-    bool port_ok = !port_text.empty() && port_text.size() <= 5 &&
-                   std::all_of(port_text.begin(), port_text.end(), ::isdigit);
-    if (port_ok) port = std::stoi(port_text);
-    if (!port_ok || port < 1 || port > 65535) {
+    auto port = port_number(*parts->port);
+    if (!port) {
         c.fail(path, "port must be 1..65535 in \"" + *s + "\"");
         return std::nullopt;
     }
-    hp.port = static_cast<std::uint16_t>(port);
+    host_port hp;
+    hp.host = std::move(parts->host);
+    hp.port = *port;
     if (listen) {
         if (hp.host == "localhost") hp.host = "127.0.0.1";
         if (hp.host == "*" || hp.host.empty()) hp.host = "0.0.0.0";

@@ -114,6 +114,19 @@ std::optional<std::uint64_t> read_size(const json* j, const std::string& path, c
 bool is_ip_literal(const std::string& s, std::vector<std::uint8_t>* bytes = nullptr);
 bool is_hostname(const std::string& s);
 
+/// The parts of "host", "host:port", "[v6]" or "[v6]:port" as written (no check of the name or
+/// the port's digits); nullopt for any other shape: an unclosed '[', a ']' followed by other
+/// than ':', or more than one ':' outside brackets.
+struct host_port_text {
+    std::string host;                 ///< without the brackets
+    std::optional<std::string> port;  ///< the text after ':', when there is one
+    bool bracketed = false;           ///< the host was written in brackets
+};
+std::optional<host_port_text> split_host_port(const std::string& s);
+
+/// A port's text as a port: decimal digits only, 1..65535.
+std::optional<std::uint16_t> port_number(const std::string& text);
+
 /// "host:port" or "[v6]:port". `listen` addresses must be IP literals (or "localhost").
 std::optional<host_port> read_host_port(const json* j, const std::string& path, checker& c,
                                         bool listen);

@@ -43,32 +43,12 @@ void check_cost(const route_config& r, const std::string& path, checker& c, cons
 // "api.example.com:8443", "10.0.0.1", "[::1]:8080"). The router compares it whole, so a
 // wildcard ("*.example.com") or a URL never matched, and a port it cannot read was ignored.
 bool is_route_host(const std::string& h) {
-    std::string name = h, port;
-    bool has_port = false;
-    if (h.front() == '[') {
-        auto close = h.find(']');
-        if (close == std::string::npos) return false;
-        name = h.substr(1, close - 1);
-        if (name.find(':') == std::string::npos || !is_ip_literal(name)) return false;
-        if (close + 1 < h.size()) {
-            if (h[close + 1] != ':') return false;
-            has_port = true;
-            port = h.substr(close + 2);
-        }
-    } else {
-        auto colon = h.find(':');
-        if (colon != std::string::npos) {
-            has_port = true;
-            port = h.substr(colon + 1);
-            name = h.substr(0, colon);
-        }
-        if (!is_hostname(name)) return false;
-    }
-    if (!has_port) return true;
-    if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit))
-        return false;
-    auto n = std::stoi(port);
-    return n >= 1 && n <= 65535;
+    auto parts = split_host_port(h);
+    if (!parts) return false;
+    const bool name_ok =
+        parts->bracketed ? parts->host.find(':') != std::string::npos && is_ip_literal(parts->host)
+                         : is_hostname(parts->host);
+    return name_ok && (!parts->port || port_number(*parts->port));
 }
 
 std::string upper(std::string s) {
