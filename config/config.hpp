@@ -257,6 +257,14 @@ class config_errors : public std::runtime_error {
 /// Throws config_errors listing all problems; lines render as `FILE: json.path: message`.
 std::shared_ptr<const config> parse_config(const std::string& text, const std::string& file);
 
+/// The most permits one request may cost: a route's `cost`, or a replayed request's.
+inline constexpr std::int64_t max_cost = 1'000'000'000;
+
+/// Where a request of `cost` permits makes a rule of limiter `l` span longer than the twins can
+/// compute (limiters::max_span_us, 1e15 µs): "rules[I]: why" for the first such rule, else
+/// nullopt. The config checks each route's cost with it, replay each trace line's own cost.
+std::optional<std::string> cost_span_problem(const limiter_config& l, double cost);
+
 /// Reads `file` and calls parse_config. An unreadable file is a config_errors with path `$`.
 std::shared_ptr<const config> load_config(const std::string& file);
 

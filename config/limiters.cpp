@@ -187,10 +187,15 @@ std::optional<std::pair<double, const char*>> rule_capacity(algorithm a, const r
     return std::pair{f.param(r), f.key};
 }
 
-std::optional<std::string> rule_span_problem(algorithm a, const rule_config& r, double cost) {
-    return limiters::span_problem(limiters::algorithm_facts(a), limiters::to_params(a, r), cost);
-}
-
 }  // namespace detail
+
+std::optional<std::string> cost_span_problem(const limiter_config& l, double cost) {
+    const auto& row = limiters::algorithm_facts(l.algo);
+    for (std::size_t i = 0; i < l.rules.size(); ++i)
+        if (auto problem =
+                limiters::span_problem(row, limiters::to_params(l.algo, l.rules[i]), cost))
+            return "rules[" + std::to_string(i) + "]: " + *problem;
+    return std::nullopt;
+}
 
 }  // namespace rategate::config

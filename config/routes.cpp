@@ -18,13 +18,9 @@ void check_cost(const route_config& r, const std::string& path, checker& c, cons
     for (const auto& name : r.limiters) {
         const auto& l = cfg.limiters.at(name);
         // Every layer, shadow included (it consumes too): the times a request of this cost
-        // makes the rule compute must stay in range (rule_span_problem).
-        for (std::size_t i = 0; i < l.rules.size(); ++i) {
-            auto problem = rule_span_problem(l.algo, l.rules[i], static_cast<double>(r.cost));
-            if (!problem) continue;
-            c.fail(path, "limiter \"" + name + "\" rules[" + std::to_string(i) + "]: " + *problem);
-            break;
-        }
+        // makes the rule compute must stay in range.
+        if (auto problem = cost_span_problem(l, static_cast<double>(r.cost)))
+            c.fail(path, "limiter \"" + name + "\" " + *problem);
         if (l.shadow) continue;
         for (std::size_t i = 0; i < l.rules.size(); ++i) {
             auto cap = rule_capacity(l.algo, l.rules[i]);
@@ -162,7 +158,7 @@ void read_route(const json& j, const std::string& path, checker& c, const config
             }
         }
     }
-    if (auto v = read_int(o.get("cost"), o.path("cost"), c, 1, 1'000'000'000)) r.cost = *v;
+    if (auto v = read_int(o.get("cost"), o.path("cost"), c, 1, max_cost)) r.cost = *v;
     check_cost(r, o.path("cost"), c, cfg);
     if (auto* ol = o.get("on_limit")) {
         object_reader oo(*ol, o.path("on_limit"), c);

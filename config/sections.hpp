@@ -32,9 +32,6 @@ void read_limiter(const json& j, const std::string& path, checker& c, limiter_co
 /// The most one request may cost on an enforced layer's rule (permits) and the rule field that
 /// says so, or nullopt when any cost can pass.
 std::optional<std::pair<double, const char*>> rule_capacity(algorithm a, const rule_config& r);
-/// Where a request of `cost` permits makes rule `r` span longer than the twins can compute
-/// (limiters::max_span_us, 1e15 µs): the error's text, else nullopt.
-std::optional<std::string> rule_span_problem(algorithm a, const rule_config& r, double cost);
 
 // routes.cpp: `cfg` holds the upstreams and limiters already read (names are checked).
 void read_route(const json& j, const std::string& path, checker& c, const config& cfg,

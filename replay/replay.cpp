@@ -15,7 +15,6 @@
 #include "gateway/http/router.hpp"
 #include "gateway/identity/client_ip.hpp"
 #include "gateway/limiting/pipeline.hpp"
-#include "limiters/algorithms/table.hpp"
 #include "limiters/redis/cluster.hpp"
 #include "limiters/redis/connection.hpp"
 #include "limiters/redis/deployment.hpp"
@@ -168,13 +167,9 @@ class replayer {
         // past max_span_us the twins' retries and TTLs leave the range both backends compute
         // alike (the Redis reply turns a retry past 9.2e18 us into 0, the local twin does not).
         if (req.cost)
-            for (const auto& name : rc.limiters) {
-                const auto& l = cfg_.limiters.at(name);
-                for (const auto& r : l.rules)
-                    if (auto problem = limiters::span_problem(limiters::algorithm_facts(l.algo),
-                                                              limiters::to_params(l.algo, r), cost))
-                        fail("\"cost\" is too large for limiter \"" + name + "\": " + *problem);
-            }
+            for (const auto& name : rc.limiters)
+                if (auto problem = config::cost_span_problem(cfg_.limiters.at(name), cost))
+                    fail("\"cost\" is too large for limiter \"" + name + "\" " + *problem);
         auto o = co_await pipe_.check(index, who, cost);
         if (o.redis_error)
             throw std::runtime_error("Redis call failed: " + o.redis_error.message());

@@ -1,5 +1,7 @@
 #include "replay/trace.hpp"
 
+#include "config/config.hpp"
+
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -11,7 +13,6 @@ namespace {
 
 constexpr double max_t_ms = 9007199254740.991;  // 2^53 µs
 constexpr long long max_t_ms_whole = 9007199254740;
-constexpr double max_cost = 1e9;
 
 bool iequals_ascii(std::string_view a, std::string_view b) {
     if (a.size() != b.size()) return false;
@@ -80,7 +81,8 @@ trace_line parse_trace_line(std::string_view line, std::size_t line_no) {
         if (!c->is_number() || c->get<double>() <= 0) fail("\"cost\" must be a positive number");
         // As a route's `cost` (config/routes.cpp): beyond it, waits and retries overflow (a cost
         // of 1e308 printed "retry_after_ms":inf, which is not JSON).
-        if (c->get<double>() > max_cost) fail("\"cost\" must be at most 1000000000");
+        if (c->get<double>() > static_cast<double>(config::max_cost))
+            fail("\"cost\" must be at most " + std::to_string(config::max_cost));
         out.cost = c->get<double>();
     }
     return out;
