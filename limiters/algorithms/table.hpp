@@ -335,19 +335,30 @@ constexpr const algorithm_row& algorithm_facts(config::algorithm a) {
     return algorithm_table[static_cast<std::size_t>(a)];
 }
 
+namespace table_detail {
+/// Every field of `row` is set in `p` (a 0 is a field whose own error is reported).
+inline bool fields_set(const algorithm_row& row, const rule_params& p) {
+    for (std::size_t i = 0; i < row.fields.size(); ++i)
+        if (row.fields[i] && !(p[i] > 0)) return false;
+    return true;
+}
+/// `v` in three significant digits ("2e+21"), for errors.
+inline std::string short_number(double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g", v);
+    return buf;
+}
+}  // namespace table_detail
+
 /// Where rule `p` of `row` spans more than max_span_us for a request of `cost` permits: the
 /// error's text; nullopt when it does not, or has no span, or a field is not set (0: its own
 /// error is reported).
 inline std::optional<std::string> span_problem(const algorithm_row& row, const rule_params& p,
                                                double cost) {
-    if (!row.span_us) return std::nullopt;
-    for (std::size_t i = 0; i < row.fields.size(); ++i)
-        if (row.fields[i] && !(p[i] > 0)) return std::nullopt;
+    if (!row.span_us || !table_detail::fields_set(row, p)) return std::nullopt;
     double span = row.span_us(p, cost);
     if (span <= max_span_us) return std::nullopt;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.3g", span);
-    return std::string(row.span) + " is " + buf + " us at cost " +
+    return std::string(row.span) + " is " + table_detail::short_number(span) + " us at cost " +
            std::to_string(static_cast<long long>(cost)) + "; at most 1e15 us (about 31 years)";
 }
 
@@ -355,14 +366,10 @@ inline std::optional<std::string> span_problem(const algorithm_row& row, const r
 /// text; nullopt when it may not, or a field is not set (0: its own error is reported).
 inline std::optional<std::pair<const char*, std::string>> holds_problem(const algorithm_row& row,
                                                                         const rule_params& p) {
-    if (!row.holds) return std::nullopt;
-    for (std::size_t i = 0; i < row.fields.size(); ++i)
-        if (row.fields[i] && !(p[i] > 0)) return std::nullopt;
+    if (!row.holds || !table_detail::fields_set(row, p)) return std::nullopt;
     double most = row.holds(p);
     if (most <= max_permits) return std::nullopt;
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.3g", most);
-    return std::pair{row.holds_field, std::string("the rule holds up to ") + buf +
+    return std::pair{row.holds_field, "the rule holds up to " + table_detail::short_number(most) +
                                           " permits; at most 1e12 (a window's largest limit)"};
 }
 
