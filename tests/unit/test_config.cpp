@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <span>
 
 #include "config/config.hpp"
 #include "config_errors.hpp"
@@ -17,6 +18,26 @@ const char* minimal_prefix = R"("listen": "127.0.0.1:8080",
 
 std::string with(const std::string& extra) {
     return std::string("{") + minimal_prefix + (extra.empty() ? "" : ",") + extra + "}";
+}
+
+// The errors of a config whose one limiter, "l", is `body`.
+std::string limiter_errors(const std::string& body) {
+    return errors_of(with(R"("limiters": { "l": )" + body + "}"));
+}
+
+// A limiter body and the start of the one error it must give.
+struct bad_limiter {
+    std::string body, error;
+};
+
+// Each case, as limiter "l", gives that error and no other.
+void check_each_gives_one_error(std::span<const bad_limiter> cases) {
+    for (const auto& c : cases) {
+        CAPTURE(c.body);
+        auto e = limiter_errors(c.body);
+        CHECK(e.find("f.json: " + c.error) == 0);
+        CHECK(std::count(e.begin(), e.end(), '\n') == 1);  // that error and no other
+    }
 }
 
 }  // namespace
@@ -141,9 +162,7 @@ TEST_CASE("bad values are refused") {
 }
 
 TEST_CASE("limiter fields are validated per algorithm") {
-    auto lim = [](const std::string& body) {
-        return errors_of(with(R"("limiters": { "l": )" + body + "}"));
-    };
+    const auto& lim = limiter_errors;
     CHECK(
         lim(R"({ "scope": "global", "algorithm": "token_bucket", "rules": [{ "rate": 0, "period": "1s", "burst": 1 }] })") ==
         "f.json: limiters.l.rules[0].rate: must be > 0, got 0\n");
@@ -178,9 +197,7 @@ TEST_CASE("limiter fields are validated per algorithm") {
 TEST_CASE(
     "a lease is refused at limiters.NAME.sync outside token_bucket and fixed_window of "
     "scope global or route, and above the smallest burst or limit") {
-    auto lim = [](const std::string& body) {
-        return errors_of(with(R"("limiters": { "l": )" + body + "}"));
-    };
+    const auto& lim = limiter_errors;
     const std::string tb =
         R"("algorithm": "token_bucket", "rules": [{ "rate": 5, "period": "1s", "burst": 20 }, { "rate": 50, "period": "1m", "burst": 8.5 }])";
     const std::string fw =
@@ -189,10 +206,7 @@ TEST_CASE(
     CHECK(lim(R"({ "scope": "global", )" + tb + R"(, "sync": { "lease": 8 } })") == "");
     CHECK(lim(R"({ "scope": "route", )" + fw + R"(, "sync": { "lease": 30 } })") == "");
     CHECK(lim(R"({ "scope": "global", )" + fw + R"(, "sync": { "lease": 1 } })") == "");
-    struct bad {
-        std::string body, error;
-    };
-    const bad cases[] = {
+    const bad_limiter cases[] = {
         {R"({ "scope": "global", )" + tb + R"(, "sync": { "lease": 9 } })",
          "limiters.l.sync: must be between 1 and 8, got 9"},
         {R"({ "scope": "route", )" + fw + R"(, "sync": { "lease": 31 } })",
@@ -222,12 +236,7 @@ TEST_CASE(
         {R"({ "scope": "global", )" + tb + R"(, "sync": 5 })",
          "limiters.l.sync: expected an object"},
     };
-    for (const auto& c : cases) {
-        CAPTURE(c.body);
-        auto e = lim(c.body);
-        CHECK(e.find("f.json: " + c.error) == 0);
-        CHECK(std::count(e.begin(), e.end(), '\n') == 1);  // that error and no other
-    }
+    check_each_gives_one_error(cases);
 }
 
 TEST_CASE("every rule field without a default is required, for every algorithm") {
@@ -321,13 +330,8 @@ TEST_CASE(
     // Before: accepted; the chain script then failed on every admission (SET PX of 4.7e19 ms,
     // "value is not an integer or out of range") while the in-process twin admitted, and a
     // retry past 9.2e18 us came back from Redis as 0.
-    auto lim = [](const std::string& body) {
-        return errors_of(with(R"("limiters": { "l": )" + body + "}"));
-    };
-    struct bad {
-        std::string body, error;
-    };
-    const bad cases[] = {
+    const auto& lim = limiter_errors;
+    const bad_limiter cases[] = {
         {R"({ "scope": "user", "algorithm": "token_bucket", "rules": [{ "rate": 1, "period": "8760h", "burst": 1e9 }] })",
          "limiters.l.rules[0].rate: (burst + cost) x period / rate is 3.15e+22 us at cost 1; at "
          "most 1e15 us (about 31 years)"},
@@ -342,12 +346,7 @@ TEST_CASE(
         {R"({ "scope": "user", "algorithm": "smooth_warming_up", "rules": [{ "rate": 1, "warmup_period": "1s", "cold_factor": 1e300 }] })",
          "limiters.l.rules[0].rate: warmup_period + cost x cold_factor / rate (s) is 1e+306 us"},
     };
-    for (const auto& c : cases) {
-        CAPTURE(c.body);
-        auto e = lim(c.body);
-        CHECK(e.find("f.json: " + c.error) == 0);
-        CHECK(std::count(e.begin(), e.end(), '\n') == 1);  // that error and no other
-    }
+    check_each_gives_one_error(cases);
     // Up to the bound: 31 permits of one a year each (9.8e14 us), one a day (idle_ttl 1y).
     CHECK(
         lim(R"({ "scope": "user", "algorithm": "token_bucket", "rules": [{ "rate": 1, "period": "8760h", "burst": 30 }] })") ==
@@ -379,13 +378,8 @@ TEST_CASE(
 TEST_CASE("a rule that may hold more than 1e12 permits is an error at its field") {
     // Before: accepted. A token bucket of burst 1e17 never empties (1e17 - 1 == 1e17 in a
     // double), and past 9.2e18 Redis reported remaining 0 where the in-process twin said 1e19.
-    auto lim = [](const std::string& body) {
-        return errors_of(with(R"("limiters": { "l": )" + body + "}"));
-    };
-    struct bad {
-        std::string body, error;
-    };
-    const bad cases[] = {
+    const auto& lim = limiter_errors;
+    const bad_limiter cases[] = {
         {R"({ "scope": "user", "algorithm": "token_bucket", "rules": [{ "rate": 1e12, "period": "1s", "burst": 1e17 }] })",
          "limiters.l.rules[0].burst: the rule holds up to 1e+17 permits; at most 1e12 (a window's "
          "largest limit)"},
@@ -398,12 +392,7 @@ TEST_CASE("a rule that may hold more than 1e12 permits is an error at its field"
         {R"({ "scope": "user", "algorithm": "smooth_warming_up", "rules": [{ "rate": 1e9, "warmup_period": "1h" }] })",
          "limiters.l.rules[0].warmup_period: the rule holds up to 3.6e+12 permits"},
     };
-    for (const auto& c : cases) {
-        CAPTURE(c.body);
-        auto e = lim(c.body);
-        CHECK(e.find("f.json: " + c.error) == 0);
-        CHECK(std::count(e.begin(), e.end(), '\n') == 1);  // that error and no other
-    }
+    check_each_gives_one_error(cases);
     CHECK(
         lim(R"({ "scope": "user", "algorithm": "token_bucket", "rules": [{ "rate": 1e9, "period": "1ms", "burst": 1e12 }] })") ==
         "");
